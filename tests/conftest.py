@@ -1,0 +1,52 @@
+"""Shared fixtures: GPU skipping, the ../shared folder, and an isolated cache per test session."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DIR = REPO_ROOT.parent / "shared"
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:  # torch missing or broken: no GPU tests
+        return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _cuda_available():
+        return
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """The contest's real data beside the repository; tests that need it skip without it."""
+    if not (SHARED_DIR / "mlsys26").is_dir():
+        pytest.skip("../shared/mlsys26 is not present")
+    return SHARED_DIR
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Keep build and reference caches of the tests out of the user's home folder.
+
+    The embedded dataset is expensive to materialise, so it is shared by the whole session.
+    """
+    if "FIB_CACHE_DIR" not in os.environ:
+        os.environ["FIB_CACHE_DIR"] = str(tmp_path_factory.mktemp("fib_cache"))
