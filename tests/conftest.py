@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
 SHARED_DIR = REPO_ROOT.parent / "shared"
 
 
@@ -18,6 +19,12 @@ def _cuda_available() -> bool:
         return torch.cuda.is_available()
     except Exception:  # torch missing or broken: no GPU tests
         return False
+
+
+# Without a GPU, Triton kernels run through Triton's interpreter. The variable must be set before
+# anything imports triton, hence at conftest import time.
+if not _cuda_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,0 +1,59 @@
+"""The FlashInfer-Trace data model: definitions, workloads, solutions, traces, and TraceSet.
+
+Importing this package never imports torch; only blob and dtype helpers do, when called.
+"""
+
+from __future__ import annotations
+
+from .definition import AxisConst, AxisVar, Definition, TensorSpec
+from .dtypes import DTYPE_NAMES, dtype_name, torch_dtype
+from .errors import BaselineError, DatasetError, DatasetNotFoundError, UnknownDefinitionError
+from .json_io import (
+    TruncatedRecordWarning,
+    append_jsonl,
+    dump_json,
+    dump_jsonl,
+    load_json,
+    load_jsonl,
+)
+from .solution import BuildSpec, Solution, SourceFile, SupportedLanguages
+from .trace import Correctness, Environment, Evaluation, EvaluationStatus, Performance, Trace
+from .traceset import TraceSet, default_dataset_root
+from .workload import InputSpec, RandomInput, SafetensorsInput, ScalarInput, Workload
+
+__all__ = [
+    "DTYPE_NAMES",
+    "AxisConst",
+    "AxisVar",
+    "BaselineError",
+    "BuildSpec",
+    "Correctness",
+    "DatasetError",
+    "DatasetNotFoundError",
+    "Definition",
+    "Environment",
+    "Evaluation",
+    "EvaluationStatus",
+    "InputSpec",
+    "Performance",
+    "RandomInput",
+    "SafetensorsInput",
+    "ScalarInput",
+    "Solution",
+    "SourceFile",
+    "SupportedLanguages",
+    "TensorSpec",
+    "Trace",
+    "TraceSet",
+    "TruncatedRecordWarning",
+    "UnknownDefinitionError",
+    "Workload",
+    "append_jsonl",
+    "default_dataset_root",
+    "dtype_name",
+    "dump_json",
+    "dump_jsonl",
+    "load_json",
+    "load_jsonl",
+    "torch_dtype",
+]

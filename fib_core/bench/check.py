@@ -1,0 +1,428 @@
+"""Correctness: the organizers' rule, plus the checks they are blind to.
+
+An element fails only if it exceeds *both* atol and rtol (|x - y| > atol and
+|x - y| / (|y| + 1e-8) > rtol, both sides in fp32); an output passes when the fraction of
+matching elements reaches ``required_matched_ratio``; shape and dtype must match exactly. On top
+of that: NaN anywhere (either side) fails and is reported, an inf only matches the same inf,
+unwritten DPS outputs are caught by poisoning them first (:func:`poison_`), and an input the
+solution modified in place is reported (:func:`mutated_inputs`).
+
+Tolerance precedence, lowest to highest: kit defaults -> op_type defaults -> the definition's
+``"tolerance"`` object (kept in ``Definition.extra``) -> explicit config/CLI values.
+
+Definitions whose outputs are not comparable index by index (e.g. a top-k index list with ties)
+register a checker with :func:`register_checker`; it runs after the shape and dtype checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fib_core.errors import FibError
+
+if TYPE_CHECKING:
+    import torch
+
+    from fib_core.bench.config import BenchmarkConfig
+    from fib_core.data.definition import Definition
+    from fib_core.data.trace import Correctness, EvaluationStatus
+
+# Guard of the organizers' relative error: |x - y| / (|y| + REL_EPS).
+REL_EPS = 1e-8
+FIRST_INDICES_SHOWN = 5
+
+DEFAULT_TOLERANCE = {"atol": 1e-2, "rtol": 1e-2, "required_matched_ratio": 1.0}
+# Per op_type defaults, as the organizers package them (fp8 MoE accepts 5% of outliers).
+OP_TYPE_TOLERANCE: dict[str, dict[str, float]] = {"moe": {"required_matched_ratio": 0.95}}
+TOLERANCE_KEYS = ("atol", "rtol", "required_matched_ratio")
+
+
+class ToleranceError(FibError):
+    """A definition's or config's tolerance value is not usable."""
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Per-element tolerances and the fraction of elements that must match."""
+
+    atol: float
+    rtol: float
+    required_matched_ratio: float
+    # Where each value came from ("default", "op_type", "definition", "config"): for the trace.
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        for key in TOLERANCE_KEYS:
+            value = getattr(self, key)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+                raise ToleranceError(f"tolerance {key} = {value!r}; expected a number >= 0")
+        if self.required_matched_ratio > 1:
+            raise ToleranceError(
+                f"tolerance required_matched_ratio = {self.required_matched_ratio!r}; "
+                "expected a number in [0, 1]"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "atol": self.atol,
+            "rtol": self.rtol,
+            "required_matched_ratio": self.required_matched_ratio,
+            "sources": dict(self.sources),
+        }
+
+
+def resolve_tolerance(definition: Definition, config: BenchmarkConfig | None = None) -> Tolerance:
+    """defaults -> op_type -> definition -> explicit config: the last layer that sets a value wins."""
+    values: dict[str, float] = dict(DEFAULT_TOLERANCE)
+    sources = {key: "default" for key in TOLERANCE_KEYS}
+    layers: list[tuple[str, dict[str, Any]]] = [
+        ("op_type", OP_TYPE_TOLERANCE.get(definition.op_type, {})),
+        ("definition", _definition_tolerance(definition)),
+    ]
+    if config is not None:
+        layers.append(("config", {k: getattr(config, k) for k in TOLERANCE_KEYS}))
+    for source, layer in layers:
+        for key in TOLERANCE_KEYS:
+            if layer.get(key) is not None:
+                values[key] = float(layer[key])
+                sources[key] = source
+    return Tolerance(**values, sources=sources)
+
+
+def _definition_tolerance(definition: Definition) -> dict[str, Any]:
+    raw = definition.extra.get("tolerance")
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or set(raw) - set(TOLERANCE_KEYS):
+        raise ToleranceError(
+            f"definition {definition.name!r}: 'tolerance' = {raw!r}; expected an object with "
+            f"some of {', '.join(TOLERANCE_KEYS)}"
+        )
+    return raw
+
+
+@dataclass
+class CheckResult:
+    """Verdict of one comparison; ``correctness`` is set for PASSED and INCORRECT_NUMERICAL."""
+
+    status: EvaluationStatus
+    correctness: Correctness | None
+    message: str
+
+    @property
+    def passed(self) -> bool:
+        return self.status.value == "PASSED"
+
+
+CheckerFn = Callable[..., CheckResult]
+_CHECKERS: dict[str, CheckerFn] = {}
+
+
+def register_checker(name: str) -> Callable[[CheckerFn], CheckerFn]:
+    """Decorator: ``fn(definition, outputs, reference, inputs, tolerance) -> CheckResult``.
+
+    ``name`` is a definition name, or a checker kind a definition declares with
+    ``"checker": "<kind>"`` in its JSON (the declared kind is looked up first). ``outputs`` and
+    ``reference`` map output names to tensors whose shapes and dtypes already match;
+    ``inputs`` maps input names to what the solution received.
+    """
+
+    def decorator(fn: CheckerFn) -> CheckerFn:
+        _CHECKERS[name] = fn
+        return fn
+
+    return decorator
+
+
+def checker_for(definition: Definition) -> tuple[str, CheckerFn | None]:
+    """(checker name, function) for a definition; ("elementwise", None) for the default rule."""
+    import fib_core.bench.checkers  # noqa: F401  (registers the built-in checkers)
+
+    kind = definition.extra.get("checker")
+    if isinstance(kind, str) and kind in _CHECKERS:
+        return kind, _CHECKERS[kind]
+    if definition.name in _CHECKERS:
+        return definition.name, _CHECKERS[definition.name]
+    return "elementwise", None
+
+
+# --- structure: count, shape, dtype ----------------------------------------------------------
+
+
+def check_structure(
+    definition: Definition, outputs: Sequence, reference: Sequence
+) -> CheckResult | None:
+    """A failed CheckResult when count, type, shape or dtype differ; None when all agree."""
+    import torch
+
+    from fib_core.data.dtypes import dtype_name
+    from fib_core.data.trace import EvaluationStatus
+
+    names = definition.output_names
+    if len(outputs) != len(names):
+        return CheckResult(
+            EvaluationStatus.INCORRECT_SHAPE,
+            None,
+            f"the solution returned {len(outputs)} output(s), expected {len(names)} "
+            f"({', '.join(names)})",
+        )
+    for name, got, want in zip(names, outputs, reference, strict=True):
+        if not isinstance(want, torch.Tensor):
+            continue  # a scalar output: compared by value later
+        if not isinstance(got, torch.Tensor):
+            return CheckResult(
+                EvaluationStatus.INCORRECT_SHAPE,
+                None,
+                f"output {name!r} is a {type(got).__name__}, expected a tensor of shape "
+                f"{tuple(want.shape)}",
+            )
+        if tuple(got.shape) != tuple(want.shape):
+            return CheckResult(
+                EvaluationStatus.INCORRECT_SHAPE,
+                None,
+                f"output {name!r} has shape {tuple(got.shape)}, expected {tuple(want.shape)}",
+            )
+        if got.dtype != want.dtype:
+            return CheckResult(
+                EvaluationStatus.INCORRECT_DTYPE,
+                None,
+                f"output {name!r} has dtype {_name(got.dtype, dtype_name)}, expected "
+                f"{_name(want.dtype, dtype_name)}",
+            )
+    return None
+
+
+def _name(dtype: Any, namer: Callable[[Any], str]) -> str:
+    try:
+        return namer(dtype)
+    except ValueError:
+        return str(dtype)
+
+
+# --- the element-wise rule -------------------------------------------------------------------
+
+
+@dataclass
+class OutputComparison:
+    """Statistics of one output's element-wise comparison (goes into correctness.extra)."""
+
+    name: str
+    numel: int
+    failed: int
+    matched_ratio: float
+    max_abs: float
+    max_rel: float
+    nan_solution: int = 0
+    nan_reference: int = 0
+    inf_mismatch: int = 0
+    inf_matched: int = 0
+    first_failures: list[list[int]] = field(default_factory=list)
+    worst: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "name"}
+
+    def describe(self, tol: Tolerance) -> str:
+        """One line: how many failed, where the first ones are, and the worst error's place."""
+        pct = 100.0 * self.failed / max(self.numel, 1)
+        text = (
+            f"output {self.name!r}: {self.failed} of {self.numel} elements ({pct:.3g}%) exceed "
+            f"atol={tol.atol:g} and rtol={tol.rtol:g} (matched {self.matched_ratio:.6g}, "
+            f"required {tol.required_matched_ratio:g})"
+        )
+        if self.first_failures:
+            text += "; first at " + ", ".join(str(i) for i in self.first_failures)
+        if self.worst is not None:
+            w = self.worst
+            err = "non-finite" if w["abs_error"] is None else f"{w['abs_error']:.4g}"
+            text += (
+                f"; worst |err| {err} at {w['index']} "
+                f"(got {w['got']:.6g}, expected {w['expected']:.6g})"
+            )
+        notes = []
+        if self.nan_solution:
+            notes.append(f"{self.nan_solution} NaN in the solution's output")
+        if self.nan_reference:
+            notes.append(
+                f"{self.nan_reference} NaN in the reference output (inputs or reference broken)"
+            )
+        if self.inf_mismatch:
+            notes.append(f"{self.inf_mismatch} inf not matched by the reference")
+        if notes:
+            text += "; " + ", ".join(notes)
+        return text
+
+
+def compare_tensor(name: str, got: torch.Tensor, want: torch.Tensor, tol: Tolerance) -> OutputComparison:
+    """Element-wise comparison of one output under the organizers' rule, NaN/inf aware."""
+    import torch
+
+    x = got.detach().to(device=want.device, dtype=torch.float32)
+    y = want.detach().to(dtype=torch.float32)
+    numel = y.numel()
+    if numel == 0:
+        return OutputComparison(name, 0, 0, 1.0, 0.0, 0.0)
+    nan_x, nan_y = torch.isnan(x), torch.isnan(y)
+    inf_x, inf_y = torch.isinf(x), torch.isinf(y)
+    same_inf = inf_x & inf_y & (x == y)
+    finite = torch.isfinite(x) & torch.isfinite(y)
+    diff = torch.where(finite, (x - y).abs(), torch.zeros_like(x))
+    rel = diff / (y.abs() + REL_EPS)
+    failed_mask = (diff > tol.atol) & (rel > tol.rtol)
+    failed_mask |= nan_x | nan_y | ((inf_x | inf_y) & ~same_inf)
+    failed = int(failed_mask.sum().item())
+    cmp = OutputComparison(
+        name=name,
+        numel=numel,
+        failed=failed,
+        matched_ratio=1.0 - failed / numel,
+        max_abs=float(diff.max().item()),
+        max_rel=float(torch.where(finite, rel, torch.zeros_like(rel)).max().item()),
+        nan_solution=int(nan_x.sum().item()),
+        nan_reference=int(nan_y.sum().item()),
+        inf_mismatch=int(((inf_x | inf_y) & ~same_inf & ~nan_x & ~nan_y).sum().item()),
+        inf_matched=int(same_inf.sum().item()),
+    )
+    if failed:
+        flat_idx = torch.nonzero(failed_mask.reshape(-1))[:FIRST_INDICES_SHOWN, 0].tolist()
+        cmp.first_failures = [_unravel(i, tuple(y.shape)) for i in flat_idx]
+        # The worst element: the first non-finite failure if any, else the largest |err|.
+        bad = (nan_x | nan_y | ((inf_x | inf_y) & ~same_inf)).reshape(-1)
+        if bool(bad.any()):
+            worst = int(torch.nonzero(bad)[0, 0].item())
+        else:
+            worst = int(torch.where(failed_mask, diff, torch.zeros_like(diff)).reshape(-1).argmax())
+        cmp.worst = {
+            "index": _unravel(worst, tuple(y.shape)),
+            "abs_error": None if bool(bad.any()) else float(diff.reshape(-1)[worst].item()),
+            "got": float(x.reshape(-1)[worst].item()),
+            "expected": float(y.reshape(-1)[worst].item()),
+        }
+    return cmp
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
+    index = []
+    for dim in reversed(shape):
+        index.append(flat % dim if dim else 0)
+        flat //= dim if dim else 1
+    return list(reversed(index))
+
+
+def compare_scalar(name: str, got: Any, want: Any, tol: Tolerance) -> OutputComparison:
+    """A scalar output compared with the same rule as a one-element tensor."""
+    import torch
+
+    return compare_tensor(name, torch.tensor([float(got)]), torch.tensor([float(want)]), tol)
+
+
+def elementwise_check(
+    definition: Definition, outputs: Sequence, reference: Sequence, tol: Tolerance
+) -> CheckResult:
+    """The default rule over every output; the worst errors across outputs go in correctness."""
+    import torch
+
+    from fib_core.data.trace import Correctness, EvaluationStatus
+
+    comparisons = []
+    for name, got, want in zip(definition.output_names, outputs, reference, strict=True):
+        if isinstance(want, torch.Tensor):
+            comparisons.append(compare_tensor(name, got, want, tol))
+        else:
+            comparisons.append(compare_scalar(name, got, want, tol))
+    failing = [
+        c for c in comparisons
+        if c.matched_ratio < tol.required_matched_ratio or c.nan_solution or c.nan_reference
+        or c.inf_mismatch
+    ]
+    correctness = Correctness(
+        max_relative_error=max((c.max_rel for c in comparisons), default=0.0),
+        max_absolute_error=max((c.max_abs for c in comparisons), default=0.0),
+        extra={
+            "checker": "elementwise",
+            "tolerance": tol.to_dict(),
+            "outputs": {c.name: c.to_dict() for c in comparisons},
+        },
+    )
+    if failing:
+        message = " | ".join(c.describe(tol) for c in failing)
+        return CheckResult(EvaluationStatus.INCORRECT_NUMERICAL, correctness, message)
+    notes = [f"{c.name}: {c.inf_matched} matching inf" for c in comparisons if c.inf_matched]
+    return CheckResult(EvaluationStatus.PASSED, correctness, "; ".join(notes))
+
+
+def check_outputs(
+    definition: Definition,
+    outputs: Sequence,
+    reference: Sequence,
+    *,
+    tolerance: Tolerance,
+    inputs: Sequence | None = None,
+) -> CheckResult:
+    """Structure first (count, shape, dtype), then the definition's checker or the default rule."""
+    failed = check_structure(definition, outputs, reference)
+    if failed is not None:
+        return failed
+    name, checker = checker_for(definition)
+    if checker is None:
+        return elementwise_check(definition, outputs, reference, tolerance)
+    named_inputs = dict(zip(definition.input_names, inputs or (), strict=False))
+    result = checker(
+        definition,
+        dict(zip(definition.output_names, outputs, strict=True)),
+        dict(zip(definition.output_names, reference, strict=True)),
+        named_inputs,
+        tolerance,
+    )
+    if result.correctness is not None:
+        extra = dict(result.correctness.extra or {})
+        extra.setdefault("checker", name)
+        extra.setdefault("tolerance", tolerance.to_dict())
+        result.correctness.extra = extra
+    return result
+
+
+# --- poisoning and in-place mutation ---------------------------------------------------------
+
+
+def poison_value(dtype: torch.dtype) -> float | int | None:
+    """What an unwritten element of this dtype is filled with: NaN, or the most negative int."""
+    import torch
+
+    if dtype == torch.bool or "float4" in str(dtype):
+        return None  # no value is invalid for these
+    if dtype.is_floating_point:
+        return float("nan")
+    return int(torch.iinfo(dtype).min)
+
+
+def poison_(tensor: torch.Tensor) -> torch.Tensor:
+    """Fill a preallocated output so that any element the solution does not write fails."""
+    value = poison_value(tensor.dtype)
+    if value is not None:
+        tensor.fill_(value)
+    return tensor
+
+
+def same_bits(a: Any, b: Any) -> bool:
+    """Bitwise equality (NaN-safe) for tensors; plain equality for everything else."""
+    import torch
+
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        return bool(torch.equal(_bytes(a), _bytes(b)))
+    return a is b or a == b
+
+
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    return t.detach().contiguous().reshape(-1).view(torch.uint8)
+
+
+def mutated_inputs(names: Sequence[str], before: Sequence, after: Sequence) -> list[str]:
+    """Names of the inputs whose contents differ between the pristine copy and the call's."""
+    return [n for n, a, b in zip(names, before, after, strict=True) if not same_bits(a, b)]

@@ -1,0 +1,312 @@
+"""Workload inputs: seeded random tensors, scalars, safetensors blobs and structured generators.
+
+Everything a solution sees is reproducible: one ``torch.Generator`` per (seed, workload uuid,
+input set) drives all random numbers, and the seed is recorded in the trace. Random tensors are
+generated in chunks directly on the target device, so a 1.4 GB fp8 weight never needs a
+multi-GB fp32 temporary.
+
+Random numbers cannot make a valid page table or a sorted list of sequence offsets, so a
+definition may register a *structured input generator* (``register_input_generator``) that
+supplies such inputs; it overrides the random ones, never an explicit scalar or blob.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fib_core.errors import FibError, LfsPointerError, is_lfs_pointer
+
+if TYPE_CHECKING:
+    import torch
+
+    from fib_core.data.definition import Definition
+    from fib_core.data.workload import Workload
+
+GeneratorFn = Callable[..., "dict[str, torch.Tensor]"]
+
+# Elements generated per step: 16 Mi floats = 64 MiB of fp32 scratch at most.
+CHUNK_ELEMENTS = 1 << 24
+# The organizers' integer range; narrower integer types are clipped to their own range.
+INT_LOW, INT_HIGH = -1024, 1024
+
+_GENERATORS: dict[str, GeneratorFn] = {}
+
+
+class InputError(FibError):
+    """A workload's inputs cannot be produced (missing blob, wrong shape or dtype, bad generator)."""
+
+
+def register_input_generator(definition_name: str) -> Callable[[GeneratorFn], GeneratorFn]:
+    """Decorator: ``fn(definition, axes, gen, device) -> {input name: tensor}`` for a definition.
+
+    ``axes`` holds every axis value (const and var). The returned tensors replace the random
+    ones of the same names; inputs given as scalars or safetensors in the workload are kept.
+    Registering again for the same name replaces the previous generator.
+    """
+
+    def decorator(fn: GeneratorFn) -> GeneratorFn:
+        _GENERATORS[definition_name] = fn
+        return fn
+
+    return decorator
+
+
+def input_generator_for(definition_name: str) -> GeneratorFn | None:
+    """The structured generator registered for a definition, if any."""
+    return _GENERATORS.get(definition_name)
+
+
+def generator_fingerprint(definition_name: str) -> str:
+    """A short hash of the generator's source: cached references depend on what it produces."""
+    fn = _GENERATORS.get(definition_name)
+    if fn is None:
+        return "none"
+    import inspect
+
+    try:
+        text = inspect.getsource(fn)
+    except (OSError, TypeError):
+        text = f"{fn.__module__}.{fn.__qualname__}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def derive_seed(seed: int, uuid: str, input_set: int = 0) -> int:
+    """A 63-bit seed from (seed, workload uuid, input set): distinct and stable per workload."""
+    digest = hashlib.sha256(f"fib-inputs|{seed}|{uuid}|{input_set}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
+
+def make_generator(seed: int, uuid: str, device: str, input_set: int = 0) -> torch.Generator:
+    """The one generator that produces every random number of this workload's input set."""
+    import torch
+
+    gen = torch.Generator(device=device)
+    gen.manual_seed(derive_seed(seed, uuid, input_set))
+    return gen
+
+
+def random_tensor(
+    shape: tuple[int, ...], dtype_name: str, gen: torch.Generator, device: str
+) -> torch.Tensor:
+    """A tensor of random values like the organizers' (floats N(0,1), ints in [-1024, 1024)),
+    written chunk by chunk into its final buffer; fp8 values are clamped to their range."""
+    import torch
+
+    from fib_core.data.dtypes import torch_dtype
+
+    dtype = torch_dtype(dtype_name)
+    out = torch.empty(shape, dtype=dtype, device=device)
+    flat = out.view(-1) if out.dim() > 0 else out.view(1)
+    total = flat.numel()
+    for start in range(0, total, CHUNK_ELEMENTS):
+        n = min(CHUNK_ELEMENTS, total - start)
+        flat[start : start + n].copy_(_random_chunk(n, dtype_name, dtype, gen, device))
+    return out
+
+
+def _random_chunk(n: int, dtype_name: str, dtype: Any, gen: Any, device: str) -> Any:
+    import torch
+
+    if dtype_name == "bool":
+        return torch.randint(0, 2, (n,), generator=gen, device=device, dtype=torch.int8).bool()
+    if dtype_name.startswith("int"):
+        info = torch.iinfo(dtype)
+        low, high = max(INT_LOW, info.min), min(INT_HIGH, info.max + 1)
+        return torch.randint(low, high, (n,), generator=gen, device=device, dtype=dtype)
+    if dtype_name == "float4_e2m1":  # packed pairs: any byte is a valid pair of fp4 values
+        raw = torch.randint(0, 256, (n,), generator=gen, device=device, dtype=torch.uint8)
+        return raw.view(dtype)
+    values = torch.randn(n, generator=gen, device=device, dtype=torch.float32)
+    if dtype_name.startswith("float8"):
+        limit = torch.finfo(dtype).max
+        values.clamp_(-limit, limit)
+    return values
+
+
+def random_scalar(dtype_name: str, gen: torch.Generator) -> int | float | bool:
+    """A Python number for a random scalar input (shape null), drawn from the same generator."""
+    import torch
+
+    device = gen.device
+    if dtype_name == "bool":
+        return bool(torch.randint(0, 2, (1,), generator=gen, device=device).item())
+    if dtype_name.startswith("int"):
+        return int(torch.randint(1, 64, (1,), generator=gen, device=device).item())
+    return float(torch.randn(1, generator=gen, device=device).item())
+
+
+def resolve_blob_path(path: str, dataset_root: str | Path | None) -> Path:
+    """A blob path as the format means it: relative paths are relative to the dataset root."""
+    p = Path(path)
+    if p.is_absolute():
+        return p
+    if dataset_root is None:
+        raise InputError(
+            f"{path}: relative safetensors path but the dataset has no root folder; "
+            "load the dataset from a folder or use an absolute path"
+        )
+    return Path(dataset_root) / p
+
+
+def load_blob_tensor(
+    name: str,
+    path: Path,
+    tensor_key: str,
+    expected_shape: tuple[int, ...] | None,
+    dtype_name: str,
+) -> Any:
+    """Load one tensor of a safetensors blob (on CPU) and check it against the definition."""
+    from safetensors import safe_open
+
+    from fib_core.data.dtypes import dtype_name as name_of
+
+    if not path.exists():
+        raise InputError(
+            f"{path}: safetensors file of input {name!r} not found; check the workload's path "
+            "(relative to the dataset root) or fetch the dataset's blob folder"
+        )
+    if is_lfs_pointer(path):
+        raise LfsPointerError(path)
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as fh:
+            keys = list(fh.keys())
+            if tensor_key not in keys:
+                raise InputError(
+                    f"{path}: no tensor {tensor_key!r} for input {name!r} (the file holds "
+                    f"{', '.join(keys) or 'nothing'}); fix the workload's tensor_key"
+                )
+            tensor = fh.get_tensor(tensor_key)
+    except InputError:
+        raise
+    except Exception as err:  # a corrupt or foreign file
+        raise InputError(f"{path}: cannot read as safetensors ({err}); re-fetch the file") from None
+    if expected_shape is None:
+        if tensor.numel() != 1:
+            raise InputError(f"{path}: {tensor_key!r} has shape {tuple(tensor.shape)}, "
+                             f"expected one value for scalar input {name!r}")
+        return tensor.item()
+    if tuple(tensor.shape) != tuple(expected_shape):
+        raise InputError(
+            f"{path}: {tensor_key!r} has shape {tuple(tensor.shape)}, expected "
+            f"{tuple(expected_shape)} for input {name!r} (from the workload's axes)"
+        )
+    found = name_of(tensor.dtype)
+    if found != dtype_name:
+        raise InputError(
+            f"{path}: {tensor_key!r} has dtype {found}, expected {dtype_name} for input {name!r}"
+        )
+    return tensor
+
+
+def all_axes(definition: Definition, workload: Workload) -> dict[str, int]:
+    """Const axes of the definition plus the workload's var-axis values."""
+    values = dict(definition.const_axes)
+    values.update(workload.axes)
+    return values
+
+
+def generate_inputs(
+    definition: Definition,
+    workload: Workload,
+    *,
+    seed: int,
+    device: str,
+    dataset_root: str | Path | None,
+    input_set: int = 0,
+    blob_cache: dict | None = None,
+) -> list:
+    """The solution's positional inputs in the definition's order.
+
+    Scalars are Python numbers; an optional input the workload does not list is None.
+    ``input_set`` selects another independent draw of the random inputs (blobs and scalars are
+    the same in every set); ``blob_cache`` lets several sets share one loaded blob tensor.
+    """
+    from fib_core.data.workload import RandomInput, SafetensorsInput, ScalarInput
+
+    shapes = definition.input_shapes(workload.axes)
+    gen = make_generator(seed, workload.uuid, device, input_set)
+    structured = _structured_inputs(definition, workload, gen, device, shapes)
+    cache = blob_cache if blob_cache is not None else {}
+    values: list = []
+    for name, spec in definition.inputs.items():
+        source = workload.inputs.get(name)
+        shape = shapes[name]
+        if source is None:
+            if name in structured:
+                values.append(structured[name])
+                continue
+            if spec.optional:
+                values.append(None)
+                continue
+            raise InputError(
+                f"workload {workload.uuid}: no entry for input {name!r} of definition "
+                f"{definition.name!r}; add it to the workload's inputs"
+            )
+        if isinstance(source, ScalarInput):
+            values.append(_scalar_value(source.value, shape, spec.dtype, device))
+        elif isinstance(source, SafetensorsInput):
+            key = (source.path, source.tensor_key)
+            if key not in cache:
+                path = resolve_blob_path(source.path, dataset_root)
+                loaded = load_blob_tensor(name, path, source.tensor_key, shape, spec.dtype)
+                cache[key] = loaded.to(device) if hasattr(loaded, "to") else loaded
+            values.append(cache[key])
+        elif isinstance(source, RandomInput):
+            if name in structured:
+                values.append(structured[name])
+            elif shape is None:
+                values.append(random_scalar(spec.dtype, gen))
+            else:
+                values.append(random_tensor(shape, spec.dtype, gen, device))
+        else:  # pragma: no cover - the schema admits only the three kinds
+            raise InputError(f"workload {workload.uuid}: input {name!r} has unknown kind {source!r}")
+    return values
+
+
+def _scalar_value(value: Any, shape: tuple[int, ...] | None, dtype_name: str, device: str) -> Any:
+    if shape is None:
+        return value
+    import torch
+
+    from fib_core.data.dtypes import torch_dtype
+
+    return torch.full(shape, value, dtype=torch_dtype(dtype_name), device=device)
+
+
+def _structured_inputs(
+    definition: Definition,
+    workload: Workload,
+    gen: Any,
+    device: str,
+    shapes: dict[str, tuple[int, ...] | None],
+) -> dict[str, Any]:
+    fn = _GENERATORS.get(definition.name)
+    if fn is None:
+        return {}
+    produced = fn(definition, all_axes(definition, workload), gen, device)
+    if not isinstance(produced, dict):
+        raise InputError(
+            f"input generator of {definition.name!r} returned {type(produced).__name__}; "
+            "it must return a dict of input name -> tensor"
+        )
+    from fib_core.data.dtypes import dtype_name
+
+    for name, tensor in produced.items():
+        if name not in definition.inputs:
+            raise InputError(
+                f"input generator of {definition.name!r} produced {name!r}, which is not an "
+                f"input of the definition ({', '.join(definition.inputs)})"
+            )
+        expected = shapes[name]
+        if expected is None:
+            continue
+        spec = definition.inputs[name]
+        if tuple(tensor.shape) != expected or dtype_name(tensor.dtype) != spec.dtype:
+            raise InputError(
+                f"input generator of {definition.name!r}: {name!r} is {dtype_name(tensor.dtype)} "
+                f"{tuple(tensor.shape)}, expected {spec.dtype} {expected}"
+            )
+    return produced

@@ -1,0 +1,215 @@
+"""The reference: the definition's own ``run`` on the same inputs, computed once and kept on disk.
+
+References are plain PyTorch and can be far slower than the kernel under test (seconds for a big
+MoE workload), so their outputs are cached under ``$FIB_CACHE_DIR/reference/`` keyed by
+(definition content hash, workload uuid, seed, device kind, input set) plus a fingerprint of the
+workload record and of the structured input generator, since either changes the inputs. The
+reference's latency is cached beside it, keyed also by the GPU name and the timing settings.
+
+A cache that cannot be written is a warning, never a failure: the run just recomputes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fib_core.errors import FibError
+
+if TYPE_CHECKING:
+    from fib_core.data.definition import Definition
+    from fib_core.data.workload import Workload
+
+log = logging.getLogger("fib_core.bench")
+
+# Bump when the way inputs are generated changes: every cached reference becomes stale.
+INPUTS_VERSION = "1"
+_LOADED: dict[str, Callable[..., Any]] = {}
+
+
+class ReferenceError(FibError):
+    """The definition's reference cannot be loaded or returned something unusable."""
+
+
+def cache_root() -> Path:
+    """``$FIB_CACHE_DIR`` if set, else ``~/.cache/fib_core`` (shared with the build cache)."""
+    env = os.environ.get("FIB_CACHE_DIR", "").strip()
+    return Path(env).expanduser() if env else Path("~/.cache/fib_core").expanduser()
+
+
+def load_reference(definition: Definition) -> Callable[..., Any]:
+    """The ``run`` function of the definition's reference source (exec'd once per content)."""
+    key = definition.content_hash()
+    fn = _LOADED.get(key)
+    if fn is None:
+        namespace: dict[str, Any] = {"__name__": f"fib_reference_{definition.name}"}
+        try:
+            exec(compile(definition.reference, f"<reference of {definition.name}>", "exec"), namespace)
+        except Exception as err:
+            raise ReferenceError(
+                f"definition {definition.name!r}: its reference fails to load: "
+                f"{type(err).__name__}: {err}"
+            ) from None
+        fn = namespace.get("run")
+        if not callable(fn):
+            raise ReferenceError(f"definition {definition.name!r}: reference defines no run()")
+        _LOADED[key] = fn
+    return fn
+
+
+def clone_args(values: Sequence) -> list:
+    """Fresh copies of tensor arguments (scalars and None pass through), so callees cannot
+    disturb the pristine inputs."""
+    import torch
+
+    return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def normalise_outputs(definition: Definition, result: Any, who: str) -> list:
+    """Outputs as a list in the definition's order (a single tensor, tuple, list or dict)."""
+    names = definition.output_names
+    if isinstance(result, dict):
+        missing = [n for n in names if n not in result]
+        if missing:
+            raise ReferenceError(f"{who} returned a dict without {', '.join(missing)}")
+        return [result[n] for n in names]
+    if isinstance(result, (tuple, list)):
+        return list(result)
+    return [result]
+
+
+def run_reference(definition: Definition, inputs: Sequence) -> list:
+    """Call the reference on clones of the inputs and return its outputs in order."""
+    fn = load_reference(definition)
+    outputs = normalise_outputs(definition, fn(*clone_args(inputs)), "the reference")
+    if len(outputs) != len(definition.output_names):
+        raise ReferenceError(
+            f"definition {definition.name!r}: the reference returned {len(outputs)} output(s), "
+            f"the definition declares {len(definition.output_names)}"
+        )
+    return outputs
+
+
+def reference_key(
+    definition: Definition, workload: Workload, *, seed: int, device_kind: str, input_set: int
+) -> str:
+    """Cache key of one reference output set (hex)."""
+    from fib_core.bench.inputs import generator_fingerprint
+
+    parts = {
+        "definition": definition.content_hash(),
+        "uuid": workload.uuid,
+        "seed": seed,
+        "device": device_kind,
+        "set": input_set,
+        "workload": workload.to_dict(),
+        "generator": generator_fingerprint(definition.name),
+        "inputs_version": INPUTS_VERSION,
+    }
+    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+class ReferenceCache:
+    """Reference outputs (safetensors) and latencies (JSON) under one folder."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = (root if root is not None else cache_root()) / "reference"
+
+    def _path(self, definition: Definition, key: str, suffix: str) -> Path:
+        return self.root / definition.name / f"{key}{suffix}"
+
+    def load_outputs(self, definition: Definition, key: str, device: str) -> list | None:
+        path = self._path(definition, key, ".safetensors")
+        if not path.exists():
+            return None
+        from safetensors import safe_open
+
+        try:
+            with safe_open(str(path), framework="pt", device="cpu") as fh:
+                meta = fh.metadata() or {}
+                scalars = set(json.loads(meta.get("scalars", "[]")))
+                outputs = []
+                for name in definition.output_names:
+                    tensor = fh.get_tensor(name)
+                    outputs.append(tensor.item() if name in scalars else tensor.to(device))
+            return outputs
+        except Exception as err:  # a torn or foreign file: recompute
+            log.warning("reference cache %s unreadable (%s); recomputing", path, err)
+            return None
+
+    def store_outputs(self, definition: Definition, key: str, outputs: Sequence) -> None:
+        import torch
+        from safetensors.torch import save_file
+
+        tensors, scalars = {}, []
+        for name, value in zip(definition.output_names, outputs, strict=True):
+            if isinstance(value, torch.Tensor):
+                tensors[name] = value.detach().contiguous().cpu()
+            else:
+                tensors[name] = torch.tensor(value)
+                scalars.append(name)
+        path = self._path(definition, key, ".safetensors")
+        _atomic(path, lambda tmp: save_file(tensors, str(tmp), metadata={"scalars": json.dumps(scalars)}))
+
+    def load_latency(self, definition: Definition, key: str) -> dict | None:
+        path = self._path(definition, key, ".latency.json")
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def store_latency(self, definition: Definition, key: str, record: dict) -> None:
+        path = self._path(definition, key, ".latency.json")
+        _atomic(path, lambda tmp: tmp.write_text(json.dumps(record)))
+
+
+def _atomic(path: Path, write: Callable[[Path], Any]) -> None:
+    """Write through a temp file and rename; an unwritable cache only logs a warning."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write(tmp)
+        os.replace(tmp, path)
+    except OSError as err:
+        log.warning("cannot write the reference cache at %s (%s); set FIB_CACHE_DIR to a "
+                    "writable folder to keep references between runs", path, err)
+        tmp.unlink(missing_ok=True)
+
+
+def reference_outputs(
+    definition: Definition,
+    workload: Workload,
+    inputs: Sequence,
+    *,
+    seed: int,
+    device: str,
+    input_set: int,
+    cache: ReferenceCache | None,
+) -> tuple[list, bool]:
+    """(outputs, came_from_cache) for one input set."""
+    kind = device.split(":")[0]
+    key = reference_key(definition, workload, seed=seed, device_kind=kind, input_set=input_set)
+    if cache is not None:
+        hit = cache.load_outputs(definition, key, device)
+        if hit is not None:
+            return hit, True
+    outputs = run_reference(definition, inputs)
+    if cache is not None:
+        cache.store_outputs(definition, key, outputs)
+    return outputs, False
+
+
+def latency_key(
+    definition: Definition, workload: Workload, *, seed: int, device_kind: str, hardware: str,
+    timing: dict[str, Any],
+) -> str:
+    """Cache key of a reference latency: the outputs' key plus GPU name and timing settings."""
+    base = reference_key(definition, workload, seed=seed, device_kind=device_kind, input_set=0)
+    text = json.dumps({"base": base, "hardware": hardware, "timing": timing}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]

@@ -1,0 +1,152 @@
+"""Small validation helpers shared by the schema classes.
+
+Every check raises :class:`~fib_core.errors.SchemaError` with the *field path* inside the object
+being parsed; the loaders in :mod:`fib_core.data.json_io` add the file and line afterwards. The
+helpers are plain functions with ``isinstance`` checks because they run once per field of every
+trace in a dataset: loading tens of thousands of records must stay cheap.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from fib_core.errors import SchemaError
+
+JSON_OBJECT = "a JSON object"
+
+
+def join(prefix: str, field: str | None) -> str:
+    """Field path ``prefix.field`` (either part may be empty)."""
+    if not prefix:
+        return field or ""
+    return f"{prefix}.{field}" if field else prefix
+
+
+def nested(err: SchemaError, prefix: str) -> SchemaError:
+    """Re-raise helper: the same error with its field path placed under ``prefix``."""
+    return SchemaError(
+        err.expected,
+        file=err.file,
+        line=err.line,
+        field=join(prefix, err.field),
+        found=err.found,
+        hint=err.hint,
+    )
+
+
+def as_object(value: Any, field: str) -> dict:
+    if not isinstance(value, dict):
+        raise SchemaError(JSON_OBJECT, field=field or None, found=value)
+    return value
+
+
+def require(d: dict, key: str, field: str) -> Any:
+    try:
+        return d[key]
+    except KeyError:
+        raise SchemaError(f"the required key {key!r}", field=field or None) from None
+
+
+def check_str(value: Any, field: str, *, non_empty: bool = True) -> str:
+    if not isinstance(value, str) or (non_empty and not value):
+        raise SchemaError("a non-empty string" if non_empty else "a string", field=field, found=value)
+    return value
+
+
+def check_opt_str(value: Any, field: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise SchemaError("a string or null", field=field, found=value)
+    return value
+
+
+def check_int(value: Any, field: str, *, minimum: int | None = 0) -> int:
+    # bool is an int subclass in Python but not in the format.
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise SchemaError("an integer", field=field, found=value)
+    if minimum is not None and value < minimum:
+        raise SchemaError(f"an integer >= {minimum}", field=field, found=value)
+    return value
+
+
+def check_bool(value: Any, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise SchemaError("true or false", field=field, found=value)
+    return value
+
+
+def check_str_list(value: Any, field: str) -> list[str]:
+    if not isinstance(value, list):
+        raise SchemaError("a list of strings", field=field, found=value)
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise SchemaError("a string", field=f"{field}[{i}]", found=item)
+    return value
+
+
+def check_str_dict(value: Any, field: str) -> dict[str, str]:
+    as_object(value, field)
+    for key, item in value.items():
+        if not isinstance(item, str):
+            raise SchemaError("a string", field=f"{field}.{key}", found=item)
+    return value
+
+
+# Non-finite floats: the organizers' models write them as these strings; plain JSON has no
+# token for them (Python's json module accepts bare Infinity/NaN too, which we also take).
+_NONFINITE_IN = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
+
+
+def read_float(value: Any, field: str, *, non_negative: bool = False) -> float:
+    """A JSON number, or one of the strings "Infinity", "-Infinity", "NaN"."""
+    if isinstance(value, str):
+        try:
+            value = _NONFINITE_IN[value]
+        except KeyError:
+            raise SchemaError(
+                'a number (or "Infinity", "-Infinity", "NaN")', field=field, found=value
+            ) from None
+    elif not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise SchemaError("a number", field=field, found=value)
+    if non_negative and value < 0:  # NaN compares false: allowed, as in the format
+        raise SchemaError("a number >= 0 (or NaN)", field=field, found=value)
+    return float(value)
+
+
+def write_float(value: float) -> float | str:
+    """The JSON form of a float: finite as a number, non-finite as the format's strings."""
+    if math.isfinite(value):
+        return value
+    if math.isnan(value):
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"
+
+
+def unknown_keys(d: dict, known: frozenset[str]) -> dict:
+    """The keys of ``d`` that the schema does not name: kept so newer files round-trip."""
+    if known.issuperset(d):
+        return {}
+    return {k: v for k, v in d.items() if k not in known}
+
+
+def key_order(d: dict) -> tuple[str, ...]:
+    """The key order of a parsed object, remembered so ``to_dict`` writes the same order."""
+    return tuple(d)
+
+
+def in_order(out: dict, order: Iterable[str] | None) -> dict:
+    """``out`` re-ordered like the parsed input; keys the input lacked keep their place at the end."""
+    if order is None:
+        return out
+    order = tuple(order)
+    if tuple(out) == order:
+        return out
+    ordered = {k: out[k] for k in order if k in out}
+    ordered.update(out)
+    return ordered
+
+
+def was_present(order: tuple[str, ...] | None, key: str) -> bool:
+    """True if the parsed input spelled ``key`` out, so it is written back even at its default."""
+    return order is not None and key in order

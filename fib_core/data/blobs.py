@@ -1,0 +1,70 @@
+"""safetensors blobs of workloads: resolving, reading (with LFS checks) and writing.
+
+The public dataset keeps blobs in git-LFS; a clone without ``git lfs pull`` holds small text
+pointers instead. Every read goes through :func:`load_blob`, so the contestant is told what to
+run rather than seeing a safetensors header error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fib_core.errors import LfsPointerError, SchemaError, is_lfs_pointer
+
+from .errors import DatasetError, DatasetNotFoundError
+
+if TYPE_CHECKING:
+    import torch
+
+
+def resolve_blob_path(root: Path | None, path: str | Path) -> Path:
+    """Absolute paths are kept; relative ones (``./blob/...`` or ``blob/...``) join the root."""
+    p = Path(path)
+    if p.is_absolute():
+        return p
+    if root is None:
+        raise DatasetError(
+            f"{path}: a relative blob path needs a dataset root; load the TraceSet with from_path"
+        )
+    return Path(root) / p
+
+
+def load_blob(path: Path) -> dict[str, torch.Tensor]:
+    """All tensors of one safetensors file, on the CPU."""
+    if not path.is_file():
+        raise DatasetNotFoundError(path, "workload blob", "run `git lfs pull` in the dataset, "
+                                   "or check the workload's 'path'")
+    if is_lfs_pointer(path):
+        raise LfsPointerError(path)
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(path, device="cpu")
+    except SafetensorError as err:
+        raise SchemaError("a safetensors file", file=path, found=str(err)) from None
+
+
+def load_blob_tensor(path: Path, tensor_key: str) -> torch.Tensor:
+    """One tensor of a blob; a missing key is named together with the keys the file has."""
+    tensors = load_blob(path)
+    try:
+        return tensors[tensor_key]
+    except KeyError:
+        raise SchemaError(
+            f"one of the file's keys ({', '.join(sorted(tensors))})",
+            file=path,
+            field="tensor_key",
+            found=tensor_key,
+        ) from None
+
+
+def save_blob(path: Path, tensors: dict[str, torch.Tensor]) -> None:
+    """Write tensors (moved to CPU, made contiguous) to a new safetensors file."""
+    if path.exists():
+        raise DatasetError(f"{path}: blob file already exists; choose another workload uuid")
+    from safetensors.torch import save_file
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(path))

@@ -1,0 +1,414 @@
+"""Definition: what an operator computes, as data (axes, tensor specs, constraints, reference).
+
+A contest adds an operator by adding one Definition JSON; the engine reads everything it needs
+(shapes, dtypes, argument order, the reference's ``run``) from here, never from its name.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from fib_core.errors import SchemaError
+
+from . import _schema as s
+from .dtypes import DTYPE_NAMES, is_dtype_name
+
+
+@dataclass
+class AxisConst:
+    """An axis whose size is fixed by the definition (``{"type": "const", "value": N}``)."""
+
+    value: int
+    description: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+
+    type: ClassVar[str] = "const"
+    _KNOWN: ClassVar[frozenset[str]] = frozenset({"type", "value", "description"})
+
+    def __post_init__(self) -> None:
+        s.check_int(self.value, "value")
+        s.check_opt_str(self.description, "description")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> AxisConst:
+        s.as_object(d, "")
+        return cls(
+            value=s.require(d, "value", ""),
+            description=d.get("description"),
+            extra=s.unknown_keys(d, cls._KNOWN),
+            _keys=s.key_order(d),
+        )
+
+    def to_dict(self) -> dict:
+        out: dict[str, Any] = {"type": "const", "value": self.value}
+        if self.description is not None or s.was_present(self._keys, "description"):
+            out["description"] = self.description
+        out.update(self.extra)
+        return s.in_order(out, self._keys)
+
+
+@dataclass
+class AxisVar:
+    """An axis whose size each workload chooses (``{"type": "var"}``)."""
+
+    description: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+
+    type: ClassVar[str] = "var"
+    _KNOWN: ClassVar[frozenset[str]] = frozenset({"type", "description"})
+
+    def __post_init__(self) -> None:
+        s.check_opt_str(self.description, "description")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> AxisVar:
+        s.as_object(d, "")
+        return cls(
+            description=d.get("description"),
+            extra=s.unknown_keys(d, cls._KNOWN),
+            _keys=s.key_order(d),
+        )
+
+    def to_dict(self) -> dict:
+        out: dict[str, Any] = {"type": "var"}
+        if self.description is not None or s.was_present(self._keys, "description"):
+            out["description"] = self.description
+        out.update(self.extra)
+        return s.in_order(out, self._keys)
+
+
+Axis = AxisConst | AxisVar
+
+
+def axis_from_dict(d: Any) -> Axis:
+    """Parse one entry of ``axes``, dispatching on its ``type``."""
+    s.as_object(d, "")
+    kind = s.require(d, "type", "")
+    if kind == "const":
+        return AxisConst.from_dict(d)
+    if kind == "var":
+        return AxisVar.from_dict(d)
+    raise SchemaError('"const" or "var"', field="type", found=kind)
+
+
+@dataclass
+class TensorSpec:
+    """One input or output: its shape as axis names (None = Python scalar, [] = 0-d tensor)."""
+
+    shape: list[str] | None
+    dtype: str
+    description: str | None = None
+    optional: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+    _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+
+    _KNOWN: ClassVar[frozenset[str]] = frozenset({"shape", "dtype", "description", "optional"})
+
+    def __post_init__(self) -> None:
+        if self.shape is not None:
+            s.check_str_list(self.shape, "shape")
+        if not is_dtype_name(self.dtype):
+            raise SchemaError(
+                f"a known dtype (one of {', '.join(DTYPE_NAMES)})",
+                field="dtype",
+                found=self.dtype,
+                hint="unknown dtype",
+            )
+        s.check_opt_str(self.description, "description")
+        s.check_bool(self.optional, "optional")
+
+    @property
+    def is_scalar(self) -> bool:
+        """True for a Python scalar argument (``shape`` null in the file)."""
+        return self.shape is None
+
+    @classmethod
+    def from_dict(cls, d: dict) -> TensorSpec:
+        s.as_object(d, "")
+        return cls(
+            shape=s.require(d, "shape", ""),
+            dtype=s.require(d, "dtype", ""),
+            description=d.get("description"),
+            optional=d.get("optional", False),
+            extra=s.unknown_keys(d, cls._KNOWN),
+            _keys=s.key_order(d),
+        )
+
+    def to_dict(self) -> dict:
+        out: dict[str, Any] = {
+            "shape": list(self.shape) if self.shape is not None else None,
+            "dtype": self.dtype,
+        }
+        if self.description is not None or s.was_present(self._keys, "description"):
+            out["description"] = self.description
+        if self.optional or s.was_present(self._keys, "optional"):
+            out["optional"] = self.optional
+        out.update(self.extra)
+        return s.in_order(out, self._keys)
+
+
+# Names a constraint expression may call besides the axes and tensors.
+_CONSTRAINT_BUILTINS = {
+    f.__name__: f for f in (abs, all, any, bool, float, int, len, max, min, round, sum)
+}
+
+
+@dataclass
+class _Constraint:
+    text: str
+    code: Any
+    names: frozenset[str]
+
+
+@dataclass
+class Definition:
+    """An operator contract: axes, inputs and outputs in call order, constraints, reference."""
+
+    name: str
+    op_type: str
+    axes: dict[str, Axis]
+    inputs: dict[str, TensorSpec]
+    outputs: dict[str, TensorSpec]
+    reference: str
+    tags: list[str] = field(default_factory=list)
+    description: str | None = None
+    constraints: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+    _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+
+    _KNOWN: ClassVar[frozenset[str]] = frozenset(
+        {"name", "description", "op_type", "tags", "axes", "constraints", "inputs", "outputs",
+         "reference"}
+    )
+
+    def __post_init__(self) -> None:
+        s.check_str(self.name, "name")
+        s.check_str(self.op_type, "op_type")
+        s.check_opt_str(self.description, "description")
+        s.check_str_list(self.tags, "tags")
+        s.check_str_list(self.constraints, "constraints")
+        s.check_str(self.reference, "reference")
+        for group in ("axes", "inputs", "outputs"):
+            s.as_object(getattr(self, group), group)
+        for axis_name, axis in self.axes.items():
+            if not isinstance(axis, (AxisConst, AxisVar)):
+                raise SchemaError("an AxisConst or AxisVar", field=f"axes.{axis_name}", found=axis)
+        self._check_tensors()
+        self._check_reference()
+        self._compiled_constraints()  # syntax errors surface at load time, with their index
+
+    def _check_tensors(self) -> None:
+        for group in ("inputs", "outputs"):
+            for tname, spec in getattr(self, group).items():
+                where = f"{group}.{tname}"
+                if not isinstance(spec, TensorSpec):
+                    raise SchemaError("a TensorSpec", field=where, found=spec)
+                for dim, axis_name in enumerate(spec.shape or ()):
+                    if axis_name not in self.axes:
+                        raise SchemaError(
+                            f"an axis declared under 'axes' ({', '.join(self.axes) or 'none'})",
+                            field=f"{where}.shape[{dim}]",
+                            found=axis_name,
+                            hint="add the axis to 'axes' or fix the name",
+                        )
+        clash = sorted(set(self.inputs) & set(self.outputs))
+        if clash:
+            raise SchemaError(
+                "input and output names to differ", field=f"outputs.{clash[0]}", found=clash[0]
+            )
+
+    def _check_reference(self) -> None:
+        try:
+            tree = ast.parse(self.reference)
+        except SyntaxError as err:
+            raise SchemaError(
+                "valid Python source",
+                field="reference",
+                found=f"syntax error at line {err.lineno}: {err.msg}",
+            ) from None
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "run":
+                args = node.args
+                self._signature = [a.arg for a in (*args.posonlyargs, *args.args)]
+                return
+        raise SchemaError("a top-level function named 'run'", field="reference")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Definition:
+        s.as_object(d, "")
+        axes_raw = s.as_object(s.require(d, "axes", ""), "axes")
+        axes = {}
+        for axis_name, raw in axes_raw.items():
+            try:
+                axes[axis_name] = axis_from_dict(raw)
+            except SchemaError as err:
+                raise s.nested(err, f"axes.{axis_name}") from None
+        return cls(
+            name=s.require(d, "name", ""),
+            op_type=s.require(d, "op_type", ""),
+            axes=axes,
+            inputs=_tensors_from_dict(s.require(d, "inputs", ""), "inputs"),
+            outputs=_tensors_from_dict(s.require(d, "outputs", ""), "outputs"),
+            reference=s.require(d, "reference", ""),
+            tags=d.get("tags", []),
+            description=d.get("description"),
+            constraints=d.get("constraints", []),
+            extra=s.unknown_keys(d, cls._KNOWN),
+            _keys=s.key_order(d),
+        )
+
+    def to_dict(self) -> dict:
+        keys = self._keys
+        out: dict[str, Any] = {"name": self.name}
+        if self.description is not None or s.was_present(keys, "description"):
+            out["description"] = self.description
+        out["op_type"] = self.op_type
+        if self.tags or s.was_present(keys, "tags"):
+            out["tags"] = list(self.tags)
+        out["axes"] = {k: v.to_dict() for k, v in self.axes.items()}
+        if self.constraints or s.was_present(keys, "constraints"):
+            out["constraints"] = list(self.constraints)
+        out["inputs"] = {k: v.to_dict() for k, v in self.inputs.items()}
+        out["outputs"] = {k: v.to_dict() for k, v in self.outputs.items()}
+        out["reference"] = self.reference
+        out.update(self.extra)
+        return s.in_order(out, keys)
+
+    # --- helpers the engine uses -------------------------------------------------------------
+
+    @property
+    def const_axes(self) -> dict[str, int]:
+        return {k: a.value for k, a in self.axes.items() if isinstance(a, AxisConst)}
+
+    @property
+    def var_axes(self) -> list[str]:
+        return [k for k, a in self.axes.items() if isinstance(a, AxisVar)]
+
+    @property
+    def var_axis_bindings(self) -> dict[str, tuple[str, int]]:
+        """Var axis -> the first (input name, dim) whose shape uses it: where its value can be read."""
+        found: dict[str, tuple[str, int]] = {}
+        var = set(self.var_axes)
+        for tname, spec in self.inputs.items():
+            for dim, axis_name in enumerate(spec.shape or ()):
+                if axis_name in var and axis_name not in found:
+                    found[axis_name] = (tname, dim)
+        return found
+
+    @property
+    def input_names(self) -> list[str]:
+        return list(self.inputs)
+
+    @property
+    def output_names(self) -> list[str]:
+        return list(self.outputs)
+
+    def _axis_values(self, var_values: dict[str, int]) -> dict[str, int]:
+        values = self.const_axes
+        for axis_name in self.var_axes:
+            if axis_name not in var_values:
+                raise SchemaError(
+                    f"a value for var axis {axis_name!r} of definition {self.name!r}",
+                    field=f"axes.{axis_name}",
+                    hint="the workload's 'axes' must give every var axis",
+                )
+            values[axis_name] = s.check_int(var_values[axis_name], f"axes.{axis_name}")
+        return values
+
+    def _shapes(
+        self, specs: dict[str, TensorSpec], var_values: dict[str, int]
+    ) -> dict[str, tuple[int, ...] | None]:
+        values = self._axis_values(var_values)
+        return {
+            tname: None if spec.shape is None else tuple(values[a] for a in spec.shape)
+            for tname, spec in specs.items()
+        }
+
+    def input_shapes(self, var_values: dict[str, int]) -> dict[str, tuple[int, ...] | None]:
+        """Concrete input shapes for a workload's var-axis values (None for scalars)."""
+        return self._shapes(self.inputs, var_values)
+
+    def output_shapes(self, var_values: dict[str, int]) -> dict[str, tuple[int, ...] | None]:
+        """Concrete output shapes for a workload's var-axis values (None for scalars)."""
+        return self._shapes(self.outputs, var_values)
+
+    def _compiled_constraints(self) -> list[_Constraint]:
+        cached = self.__dict__.get("_constraint_cache")
+        if cached is not None and cached[0] == self.constraints:
+            return cached[1]
+        compiled = []
+        for i, text in enumerate(self.constraints):
+            try:
+                code = compile(text, f"<constraint {i}>", "eval")
+            except SyntaxError as err:
+                raise SchemaError(
+                    "a Python boolean expression",
+                    field=f"constraints[{i}]",
+                    found=text,
+                    hint=err.msg,
+                ) from None
+            names = frozenset(n.id for n in ast.walk(ast.parse(text, mode="eval"))
+                              if isinstance(n, ast.Name))
+            compiled.append(_Constraint(text, code, names))
+        self.__dict__["_constraint_cache"] = (list(self.constraints), compiled)
+        return compiled
+
+    def check_constraints(
+        self, var_values: dict[str, int], inputs: dict[str, Any] | None = None
+    ) -> list[str]:
+        """The constraint expressions that evaluate false (or raise) for these values.
+
+        Axis names are visible as integers and, when ``inputs`` is given, tensors by name. An
+        expression that names something not available (a tensor not passed, an optional input
+        that is None) cannot be judged and is skipped rather than reported.
+        """
+        namespace: dict[str, Any] = dict(self.const_axes)
+        namespace.update(var_values)
+        if inputs:
+            namespace.update(inputs)
+        failed = []
+        for c in self._compiled_constraints():
+            usable = all(
+                n in _CONSTRAINT_BUILTINS or namespace.get(n) is not None for n in c.names
+            )
+            if not usable:
+                continue
+            try:
+                ok = bool(eval(c.code, {"__builtins__": _CONSTRAINT_BUILTINS}, namespace))
+            except Exception:  # an expression that cannot be evaluated on these values fails
+                ok = False
+            if not ok:
+                failed.append(c.text)
+        return failed
+
+    def reference_signature(self) -> list[str]:
+        """Positional parameter names of the reference's top-level ``run``."""
+        if getattr(self, "_signature", None) is None:
+            self._check_reference()
+        return list(self._signature)
+
+    def content_hash(self) -> str:
+        """sha256 of the canonical JSON: any change to the contract or reference changes it."""
+        return _hash_json(self.to_dict())
+
+
+def _tensors_from_dict(raw: Any, group: str) -> dict[str, TensorSpec]:
+    s.as_object(raw, group)
+    specs = {}
+    for tname, spec in raw.items():
+        try:
+            specs[tname] = TensorSpec.from_dict(spec)
+        except SchemaError as err:
+            raise s.nested(err, f"{group}.{tname}") from None
+    return specs
+
+
+def _hash_json(obj: Any) -> str:
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -1,0 +1,260 @@
+"""Solution: a contestant's sources plus how to build and call them.
+
+Everything that changes the build or the call convention feeds :meth:`Solution.hash`, which
+names the build cache folder: two solutions with one hash must be interchangeable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from fib_core.errors import SchemaError
+
+from . import _schema as s
+
+
+class SupportedLanguages(StrEnum):
+    PYTHON = "python"
+    TRITON = "triton"
+    CUDA = "cuda"
+    CPP = "cpp"
+    # Accepted so the organizers' newer solution files load; the kit has no builder for it.
+    TILELANG = "tilelang"
+
+
+SUPPORTED_BINDINGS: tuple[str, ...] = ("tvm-ffi", "torch")
+
+
+def check_relative_path(path: Any, field_name: str) -> str:
+    """A safe relative POSIX path: no absolute paths, no ``..``, no empty parts, no backslashes.
+
+    Sources are written under a build folder; a path that escapes it would overwrite other files.
+    """
+    s.check_str(path, field_name)
+    bad = (
+        path.startswith("/")
+        or "\\" in path
+        or (len(path) > 1 and path[1] == ":")
+        or any(part in ("", "..") for part in path.split("/"))
+    )
+    if bad:
+        raise SchemaError(
+            "a relative path inside the solution (no leading '/', no '..', no empty parts)",
+            field=field_name,
+            found=path,
+        )
+    return path
+
+
+@dataclass
+class SourceFile:
+    path: str
+    content: str
+
+    def __post_init__(self) -> None:
+        self.path = check_relative_path(self.path, "path")
+        s.check_str(self.content, "content", non_empty=False)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SourceFile:
+        s.as_object(d, "")
+        return cls(path=s.require(d, "path", ""), content=s.require(d, "content", ""))
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "content": self.content}
+
+
+@dataclass
+class BuildSpec:
+    """How to build and call: language, targets, ``file::function`` entry point, conventions."""
+
+    language: SupportedLanguages | str
+    target_hardware: list[str]
+    entry_point: str
+    dependencies: list[str] = field(default_factory=list)
+    destination_passing_style: bool = True
+    binding: str = "tvm-ffi"
+    extra: dict[str, Any] = field(default_factory=dict)
+    _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+
+    _KNOWN: ClassVar[frozenset[str]] = frozenset(
+        {"language", "target_hardware", "entry_point", "dependencies",
+         "destination_passing_style", "binding"}
+    )
+
+    def __post_init__(self) -> None:
+        try:
+            self.language = SupportedLanguages(self.language)
+        except ValueError:
+            raise SchemaError(
+                "one of " + ", ".join(lang.value for lang in SupportedLanguages),
+                field="language",
+                found=self.language,
+            ) from None
+        s.check_str_list(self.target_hardware, "target_hardware")
+        s.check_str_list(self.dependencies, "dependencies")
+        s.check_bool(self.destination_passing_style, "destination_passing_style")
+        if self.binding not in SUPPORTED_BINDINGS:
+            raise SchemaError(
+                " or ".join(repr(b) for b in SUPPORTED_BINDINGS), field="binding", found=self.binding
+            )
+        s.check_str(self.entry_point, "entry_point")
+        file_part, sep, func = self.entry_point.partition("::")
+        if not sep or not file_part or not func.isidentifier():
+            raise SchemaError(
+                '"path/file.ext::function"',
+                field="entry_point",
+                found=self.entry_point,
+                hint="name the source file, two colons, then the function, e.g. main.py::run",
+            )
+        check_relative_path(file_part, "entry_point")
+
+    @property
+    def entry_file(self) -> str:
+        return self.entry_point.partition("::")[0]
+
+    @property
+    def entry_function(self) -> str:
+        return self.entry_point.partition("::")[2]
+
+    @classmethod
+    def from_dict(cls, d: dict) -> BuildSpec:
+        s.as_object(d, "")
+        binding = d.get("binding")
+        return cls(
+            language=s.require(d, "language", ""),
+            target_hardware=s.require(d, "target_hardware", ""),
+            entry_point=s.require(d, "entry_point", ""),
+            dependencies=d.get("dependencies", []),
+            destination_passing_style=d.get("destination_passing_style", True),
+            binding="tvm-ffi" if binding is None else binding,
+            extra=s.unknown_keys(d, cls._KNOWN),
+            _keys=s.key_order(d),
+        )
+
+    def to_dict(self, *, explicit: bool = False) -> dict:
+        """The JSON form; ``explicit`` writes defaulted keys too (used by the hash)."""
+        keys = self._keys
+        out: dict[str, Any] = {
+            "language": SupportedLanguages(self.language).value,
+            "target_hardware": list(self.target_hardware),
+            "entry_point": self.entry_point,
+        }
+        if explicit or self.dependencies or s.was_present(keys, "dependencies"):
+            out["dependencies"] = list(self.dependencies)
+        if explicit or not self.destination_passing_style or s.was_present(
+            keys, "destination_passing_style"
+        ):
+            out["destination_passing_style"] = self.destination_passing_style
+        if explicit or self.binding != "tvm-ffi" or s.was_present(keys, "binding"):
+            out["binding"] = self.binding
+        out.update(self.extra)
+        return s.in_order(out, keys)
+
+
+@dataclass
+class Solution:
+    name: str
+    definition: str
+    author: str
+    spec: BuildSpec
+    sources: list[SourceFile]
+    description: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+
+    _KNOWN: ClassVar[frozenset[str]] = frozenset(
+        {"name", "definition", "author", "description", "spec", "sources"}
+    )
+
+    def __post_init__(self) -> None:
+        s.check_str(self.name, "name")
+        s.check_str(self.definition, "definition")
+        s.check_str(self.author, "author")
+        s.check_opt_str(self.description, "description")
+        if not isinstance(self.spec, BuildSpec):
+            raise SchemaError("a BuildSpec", field="spec", found=self.spec)
+        if not isinstance(self.sources, list) or not self.sources:
+            raise SchemaError("a non-empty list of source files", field="sources",
+                              found=self.sources)
+        seen: set[str] = set()
+        for i, src in enumerate(self.sources):
+            if not isinstance(src, SourceFile):
+                raise SchemaError("a SourceFile", field=f"sources[{i}]", found=src)
+            if src.path in seen:
+                raise SchemaError("unique source paths", field=f"sources[{i}].path",
+                                  found=src.path)
+            seen.add(src.path)
+        if self.spec.entry_file not in seen:
+            raise SchemaError(
+                f"a file listed in sources ({', '.join(sorted(seen))})",
+                field="spec.entry_point",
+                found=self.spec.entry_point,
+            )
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Solution:
+        s.as_object(d, "")
+        try:
+            spec = BuildSpec.from_dict(s.require(d, "spec", ""))
+        except SchemaError as err:
+            raise s.nested(err, "spec") from None
+        raw_sources = s.require(d, "sources", "")
+        if not isinstance(raw_sources, list):
+            raise SchemaError("a list of {path, content} objects", field="sources",
+                              found=raw_sources)
+        sources = []
+        for i, raw in enumerate(raw_sources):
+            try:
+                sources.append(SourceFile.from_dict(raw))
+            except SchemaError as err:
+                raise s.nested(err, f"sources[{i}]") from None
+        return cls(
+            name=s.require(d, "name", ""),
+            definition=s.require(d, "definition", ""),
+            author=s.require(d, "author", ""),
+            spec=spec,
+            sources=sources,
+            description=d.get("description"),
+            extra=s.unknown_keys(d, cls._KNOWN),
+            _keys=s.key_order(d),
+        )
+
+    def to_dict(self) -> dict:
+        keys = self._keys
+        out: dict[str, Any] = {
+            "name": self.name,
+            "definition": self.definition,
+            "author": self.author,
+        }
+        if self.description is not None or s.was_present(keys, "description"):
+            out["description"] = self.description
+        out["spec"] = self.spec.to_dict()
+        out["sources"] = [src.to_dict() for src in self.sources]
+        out.update(self.extra)
+        return s.in_order(out, keys)
+
+    def get_source(self, path: str) -> SourceFile | None:
+        for src in self.sources:
+            if src.path == path:
+                return src
+        return None
+
+    def hash(self) -> str:
+        """sha256 hex of the canonical JSON of what the build and the call depend on.
+
+        Canonical = sorted keys, no whitespace, ASCII escapes, sources sorted by path, defaulted
+        spec keys written out: the same solution hashes the same in any process or Python.
+        The name, author and description are left out: renaming does not change the binary.
+        """
+        payload = {
+            "definition": self.definition,
+            "spec": self.spec.to_dict(explicit=True),
+            "sources": sorted([src.path, src.content] for src in self.sources),
+        }
+        text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()

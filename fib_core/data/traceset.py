@@ -1,0 +1,395 @@
+"""TraceSet: one dataset in memory (definitions, solutions, workloads, traces) and its folder.
+
+Layout on disk (FlashInfer-Trace): ``definitions/**.json``, ``solutions/**.json``,
+``workloads/**.jsonl``, ``traces/**.jsonl`` (both ``traces/<author>/<op_type>/<def>.jsonl`` and
+the older ``traces/<op_type>/<def>.jsonl``), ``blob/**.safetensors``. With ``root=None`` the set
+lives in memory only and the add methods never touch disk.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fib_core.errors import SchemaError
+
+from . import scoring
+from .blobs import load_blob, resolve_blob_path, save_blob
+from .definition import Definition
+from .errors import DatasetError, DatasetNotFoundError, UnknownDefinitionError
+from .json_io import append_jsonl, dump_json, load_json, load_jsonl
+from .solution import Solution
+from .trace import Trace
+
+if TYPE_CHECKING:
+    import torch
+
+DATASET_ENV = "FIB_DATASET_PATH"
+DEFAULT_DATASET_PATH = Path("~/.cache/flashinfer_bench/dataset")
+
+
+def default_dataset_root() -> Path:
+    """``$FIB_DATASET_PATH`` if set, else the organizers' default cache folder."""
+    env = os.environ.get(DATASET_ENV)
+    return Path(env).expanduser() if env else DEFAULT_DATASET_PATH.expanduser()
+
+
+_UNSAFE_PATH_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _path_segment(text: str) -> str:
+    """A string made safe as one folder name (author names are free text)."""
+    cleaned = _UNSAFE_PATH_CHARS.sub("_", text).strip("._")
+    return cleaned or "unknown"
+
+
+@dataclass
+class TraceSet:
+    root: Path | None = None
+    definitions: dict[str, Definition] = field(default_factory=dict)
+    solutions: dict[str, list[Solution]] = field(default_factory=dict)
+    workloads: dict[str, list[Trace]] = field(default_factory=dict)
+    traces: dict[str, list[Trace]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.root is not None:
+            self.root = Path(self.root)
+        self._solution_by_name: dict[str, Solution] = {}
+        for sols in self.solutions.values():
+            for sol in sols:
+                self._index_solution(sol)
+
+    def _index_solution(self, sol: Solution, file: Path | None = None) -> None:
+        if sol.name in self._solution_by_name:
+            raise SchemaError(
+                "a solution name used once in the dataset",
+                file=file,
+                field="name",
+                found=sol.name,
+                hint="rename one of the two solutions",
+            )
+        self._solution_by_name[sol.name] = sol
+
+    # --- loading --------------------------------------------------------------------------
+
+    @classmethod
+    def from_path(cls, path: str | Path | None = None) -> TraceSet:
+        """Load a dataset folder (argument, else ``$FIB_DATASET_PATH``, else the default cache)."""
+        root = Path(path).expanduser() if path is not None else default_dataset_root()
+        if not root.is_dir():
+            raise DatasetNotFoundError(
+                root, "dataset folder",
+                f"pass the dataset root or set {DATASET_ENV}; it holds definitions/ and workloads/",
+            )
+        ts = cls(root=root)
+        for file in _files(root / "definitions", "*.json"):
+            definition = load_json(file, Definition)
+            if definition.name in ts.definitions:
+                raise SchemaError(
+                    "a definition name used once in the dataset",
+                    file=file,
+                    field="name",
+                    found=definition.name,
+                    hint="two definition files declare this name; remove one",
+                )
+            ts.definitions[definition.name] = definition
+        for file in _files(root / "solutions", "*.json"):
+            sol = load_json(file, Solution)
+            ts._index_solution(sol, file)
+            ts.solutions.setdefault(sol.definition, []).append(sol)
+        for file in _files(root / "workloads", "*.jsonl"):
+            for trace in load_jsonl(file, Trace):
+                ts._check_workload(trace, file)
+                ts.workloads.setdefault(trace.definition, []).append(trace)
+        for file in _files(root / "traces", "*.jsonl"):
+            for trace in load_jsonl(file, Trace):
+                bucket = ts.workloads if trace.is_workload_trace() else ts.traces
+                bucket.setdefault(trace.definition, []).append(trace)
+        return ts
+
+    def _check_workload(self, trace: Trace, file: Path | None = None) -> None:
+        """A workload must give every var axis and name only inputs of its definition."""
+        definition = self.definitions.get(trace.definition)
+        if definition is None:
+            return  # a workload of a definition this dataset lacks is kept but not checked
+        workload = trace.workload
+        where = f"workload {workload.uuid}"
+        for axis_name in definition.var_axes:
+            if axis_name not in workload.axes:
+                raise SchemaError(
+                    f"a value for var axis {axis_name!r}", file=file,
+                    field=f"workload.axes.{axis_name}", hint=where,
+                )
+        for name in workload.inputs:
+            if name not in definition.inputs:
+                raise SchemaError(
+                    f"an input of {definition.name} ({', '.join(definition.inputs)})",
+                    file=file, field="workload.inputs", found=name, hint=where,
+                )
+
+    # --- plain data and lookups ------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "definitions": {name: d.to_dict() for name, d in self.definitions.items()},
+            "solutions": {k: [s.to_dict() for s in v] for k, v in self.solutions.items()},
+            "workloads": {k: [t.to_dict() for t in v] for k, v in self.workloads.items()},
+            "traces": {k: [t.to_dict() for t in v] for k, v in self.traces.items()},
+        }
+
+    def get_solution(self, name: str) -> Solution | None:
+        return self._solution_by_name.get(name)
+
+    def get_definition(self, name: str) -> Definition:
+        """The definition named ``name`` (an error that lists the known names otherwise)."""
+        try:
+            return self.definitions[name]
+        except KeyError:
+            raise UnknownDefinitionError(name, list(self.definitions)) from None
+
+    def filter_traces(self, def_name: str, atol: float = 1e-2, rtol: float = 1e-2) -> list[Trace]:
+        """Passed traces whose worst absolute and relative errors are within the bounds."""
+        out = []
+        for trace in self.traces.get(def_name, ()):
+            ev = trace.evaluation
+            if ev is None or not ev.passed or ev.correctness is None:
+                continue
+            corr = ev.correctness
+            if corr.max_absolute_error <= atol and corr.max_relative_error <= rtol:
+                out.append(trace)
+        return out
+
+    def get_best_trace(
+        self,
+        def_name: str,
+        axes: dict[str, int] | None = None,
+        max_abs_error: float = 1e-2,
+        max_rel_error: float = 1e-2,
+    ) -> Trace | None:
+        """The qualifying passed trace with the highest speedup (optionally for exact ``axes``)."""
+        candidates = [
+            t for t in self.filter_traces(def_name, max_abs_error, max_rel_error)
+            if axes is None or t.workload.axes == axes
+        ]
+        if not candidates:
+            return None
+        return max(candidates, key=lambda t: t.evaluation.performance.speedup_factor)
+
+    # --- scoring ---------------------------------------------------------------------------
+
+    def _scope(self, op_type: str | None, definition_name: str | None) -> list[str]:
+        if op_type is not None and definition_name is not None:
+            raise DatasetError("give op_type or definition_name, not both")
+        if definition_name is not None:
+            self.get_definition(definition_name)
+            return [definition_name]
+        return [n for n, d in self.definitions.items() if op_type is None or d.op_type == op_type]
+
+    def get_solution_score(self, solution_name: str, baseline_author: str = "baseline") -> float | None:
+        """Mean speedup over the baseline; 0 if any trace failed; None if not comparable."""
+        sol = self.get_solution(solution_name)
+        if sol is None:
+            return None
+        baseline = scoring.find_baseline(
+            sol.definition, self.solutions.get(sol.definition, []), baseline_author
+        )
+        records = scoring.collect_records(self.traces.get(sol.definition, ()))
+        return scoring.score_solution(sol, baseline, records)
+
+    def _author_scores(
+        self, authors: Iterable[str] | None, baseline_author: str, scope: list[str]
+    ) -> dict[str, list[float]]:
+        """Author -> their per-definition best scores, over the definitions in ``scope``."""
+        wanted = None if authors is None else set(authors)
+        per_author: dict[str, list[float]] = {}
+        for def_name in scope:
+            solutions = self.solutions.get(def_name, [])
+            contenders = {
+                s.author for s in solutions
+                if s.author != baseline_author and (wanted is None or s.author in wanted)
+            }
+            if not contenders:
+                continue
+            baseline = scoring.find_baseline(def_name, solutions, baseline_author)
+            records = scoring.collect_records(self.traces.get(def_name, ()))
+            for author in sorted(contenders):
+                best = scoring.best_author_score(author, solutions, baseline, records)
+                if best is not None:
+                    per_author.setdefault(author, []).append(best)
+        return per_author
+
+    def get_author_score(
+        self,
+        author: str,
+        baseline_author: str = "baseline",
+        op_type: str | None = None,
+        definition_name: str | None = None,
+    ) -> float | None:
+        """Mean over the definitions in scope of the author's best solution score."""
+        scope = self._scope(op_type, definition_name)
+        scores = self._author_scores([author], baseline_author, scope).get(author, [])
+        return scoring.mean_or_none(scores)
+
+    def rank_authors(
+        self,
+        baseline_author: str = "baseline",
+        op_type: str | None = None,
+        definition_name: str | None = None,
+    ) -> list[tuple[str, float]]:
+        """(author, score) for every scorable non-baseline author, best first, then by name.
+
+        Every definition in scope that has solutions must have exactly one baseline solution.
+        """
+        scope = self._scope(op_type, definition_name)
+        for def_name in scope:
+            if self.solutions.get(def_name):
+                scoring.find_baseline(def_name, self.solutions[def_name], baseline_author)
+        per_author = self._author_scores(None, baseline_author, scope)
+        ranked = [(author, sum(v) / len(v)) for author, v in per_author.items()]
+        ranked.sort(key=lambda item: (-item[1], item[0]))
+        return ranked
+
+    def summary(
+        self,
+        baseline_author: str = "baseline",
+        op_type: str | None = None,
+        definition_name: str | None = None,
+    ) -> dict[str, Any]:
+        """Counts of traces in scope, latency range of the passed ones, and author rankings.
+
+        ``rankings`` is empty when a definition in scope has no baseline solution (the reason is
+        in ``rankings_error``), so a dataset without a baseline still gets its counts.
+        """
+        scope = self._scope(op_type, definition_name)
+        traces = [t for name in scope for t in self.traces.get(name, ())]
+        latencies = [
+            t.evaluation.performance.latency_ms for t in traces if t.is_successful()
+        ]
+        out: dict[str, Any] = {
+            "total": len(traces),
+            "passed": len(latencies),
+            "failed": len(traces) - len(latencies),
+            "min_latency_ms": min(latencies) if latencies else None,
+            "max_latency_ms": max(latencies) if latencies else None,
+            "avg_latency_ms": sum(latencies) / len(latencies) if latencies else None,
+            "rankings": [],
+            "rankings_error": None,
+        }
+        try:
+            out["rankings"] = [
+                {"author": author, "score": score}
+                for author, score in self.rank_authors(baseline_author, op_type, definition_name)
+            ]
+        except scoring.BaselineError as err:
+            out["rankings_error"] = str(err)
+        return out
+
+    # --- writing ---------------------------------------------------------------------------
+
+    def _require_root(self, action: str) -> Path:
+        if self.root is None:
+            raise DatasetError(f"cannot {action}: this TraceSet has no root folder (in memory)")
+        return self.root
+
+    def add_definition(self, definition: Definition) -> None:
+        """Add a definition (written to ``definitions/<op_type>/<name>.json`` when rooted)."""
+        if definition.name in self.definitions:
+            raise DatasetError(f"definition {definition.name!r} is already in the dataset")
+        self.definitions[definition.name] = definition
+        if self.root is not None:
+            dump_json(definition, self.root / "definitions" / definition.op_type
+                      / f"{definition.name}.json")
+
+    def add_solution(self, solution: Solution) -> None:
+        """Add a solution (written to ``solutions/<author>/<definition>/<name>.json`` when rooted)."""
+        self._index_solution(solution)
+        self.solutions.setdefault(solution.definition, []).append(solution)
+        if self.root is not None:
+            dump_json(solution, self.root / "solutions" / _path_segment(solution.author)
+                      / _path_segment(solution.definition) / f"{_path_segment(solution.name)}.json")
+
+    def add_traces(self, traces: Iterable[Trace]) -> None:
+        """Add evaluated traces; when rooted, append to ``traces/<author>/<op_type>/<def>.jsonl``."""
+        buckets: dict[Path, list[Trace]] = {}
+        for trace in traces:
+            if trace.is_workload_trace():
+                raise DatasetError(
+                    f"workload {trace.workload.uuid}: a bare workload record is not a trace; "
+                    "use add_workload_traces"
+                )
+            definition = self.get_definition(trace.definition)
+            self.traces.setdefault(trace.definition, []).append(trace)
+            if self.root is not None:
+                sol = self.get_solution(trace.solution) if trace.solution else None
+                author = _path_segment(sol.author if sol is not None else "unknown")
+                path = self.root / "traces" / author / definition.op_type / f"{definition.name}.jsonl"
+                buckets.setdefault(path, []).append(trace)
+        for path, items in buckets.items():
+            append_jsonl(path, items)
+
+    def add_workload_traces(self, traces: Iterable[Trace]) -> None:
+        """Add workload records; when rooted, append to ``workloads/<op_type>/<def>.jsonl``."""
+        buckets: dict[Path, list[Trace]] = {}
+        for trace in traces:
+            if not trace.is_workload_trace():
+                raise DatasetError(
+                    f"workload {trace.workload.uuid}: has a solution or evaluation; use add_traces"
+                )
+            definition = self.get_definition(trace.definition)
+            self._check_workload(trace)
+            self.workloads.setdefault(trace.definition, []).append(trace)
+            if self.root is not None:
+                path = self.root / "workloads" / definition.op_type / f"{definition.name}.jsonl"
+                buckets.setdefault(path, []).append(trace)
+        for path, items in buckets.items():
+            append_jsonl(path, items)
+
+    def backup_traces(self) -> Path:
+        """Move ``traces/`` aside to ``traces_bak_<time>`` and start empty; returns the backup."""
+        root = self._require_root("back up traces")
+        stamp = datetime.now().strftime("%Y%m%d_%H%M%S")
+        backup = root / f"traces_bak_{stamp}"
+        n = 1
+        while backup.exists():
+            backup = root / f"traces_bak_{stamp}_{n}"
+            n += 1
+        current = root / "traces"
+        if current.exists():
+            shutil.move(str(current), str(backup))
+        else:
+            backup.mkdir(parents=True)
+        current.mkdir(parents=True, exist_ok=True)
+        self.traces = {}
+        return backup
+
+    # --- blobs -----------------------------------------------------------------------------
+
+    def add_workload_blob_tensor(
+        self, def_name: str, workload_uuid: str, tensors: dict[str, torch.Tensor]
+    ) -> str:
+        """Save tensors under ``blob/workloads/<op_type>/<def>/``; returns the root-relative path."""
+        root = self._require_root("save a workload blob")
+        definition = self.get_definition(def_name)
+        rel = (
+            Path("blob") / "workloads" / definition.op_type / def_name
+            / f"{def_name}_{_path_segment(workload_uuid)}.safetensors"
+        )
+        save_blob(root / rel, tensors)
+        return rel.as_posix()
+
+    def get_workload_blob_tensor(self, path: str | Path) -> dict[str, torch.Tensor]:
+        """Load a blob (path relative to the root, as written in workloads) to the CPU."""
+        return load_blob(resolve_blob_path(self.root, path))
+
+
+def _files(folder: Path, pattern: str) -> list[Path]:
+    """Sorted files under ``folder`` (none if it is absent), so load order is reproducible."""
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.rglob(pattern) if p.is_file())

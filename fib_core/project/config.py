@@ -1,0 +1,323 @@
+"""``config.toml``: the one file that says what a fork builds and how it is benchmarked.
+
+The schema is a table (``SCHEMA``) rather than code spread over parsers, so that loading,
+validation messages, the documented template written by the switch script, and the README all
+come from one place. Every mistake is reported as one line naming the file, the key and what
+to do (a :class:`~fib_core.errors.ConfigError`).
+
+Example::
+
+    from fib_core.project.config import load_config
+    cfg = load_config("config.toml")
+    print(cfg.solution.definition, cfg.build.entry_point)
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fib_core.errors import ConfigError
+from fib_core.project.tracks import TRACKS, track_of
+
+LANGUAGES = ("triton", "cuda", "python")
+_TYPE_WORDS = {str: "string", int: "whole number", float: "number", bool: "boolean", list: "list"}
+BINDINGS = ("tvm-ffi", "torch")
+
+
+@dataclass(frozen=True)
+class Key:
+    """One documented config key: its type, default (None = not set) and what it means."""
+
+    types: tuple[type, ...]
+    default: Any
+    doc: str
+    required: bool = False
+    choices: tuple[str, ...] | None = None
+    example: Any = None  # shown commented-out in a written config.toml when the key is unset
+
+
+SCHEMA: dict[str, dict[str, Key]] = {
+    "solution": {
+        "name": Key((str,), None, "unique name of your solution (letters, digits, - _ .)", True),
+        "definition": Key(
+            (str,),
+            None,
+            "exact definition name (not the track), e.g. gdn_decode_qk4_v8_d128_k_last",
+            True,
+        ),
+        "author": Key((str,), None, "your team name, as registered for the contest", True),
+        "description": Key((str,), "", "one line on what the kernel does"),
+    },
+    "build": {
+        "language": Key((str,), None, "triton | cuda | python", True, LANGUAGES),
+        "entry_point": Key(
+            (str,), None, "file::function inside solution/<language>/, e.g. kernel.py::run", True
+        ),
+        "destination_passing_style": Key(
+            (bool,),
+            True,
+            "true: run(inputs..., outputs...) writes into preallocated outputs; "
+            "false: run(inputs...) returns the outputs",
+        ),
+        "binding": Key(
+            (str,), "tvm-ffi", "CUDA only: tvm-ffi | torch", False, BINDINGS, example="tvm-ffi"
+        ),
+        "target_hardware": Key(
+            (list,), ["B200"], "GPUs the solution is written for", example=["B200"]
+        ),
+        "dependencies": Key(
+            (list,),
+            [],
+            'e.g. ["CUTLASS_3_7"] for CUDA solutions using CUTLASS',
+            example=["CUTLASS_3_7"],
+        ),
+        "cuda_arch": Key(
+            (str,),
+            None,
+            "CUDA only: sm_100a (B200), sm_90a (H100/H200); default: detected from the GPU",
+            example="sm_100a",
+        ),
+        "extra_cuda_cflags": Key(
+            (list,), [], "CUDA only: extra nvcc flags", example=["-O3", "--use_fast_math"]
+        ),
+        "extra_cflags": Key(
+            (list,), [], "CUDA/C++ only: extra host compiler flags", example=["-O3"]
+        ),
+        "extra_ldflags": Key(
+            (list,), [], "CUDA/C++ only: extra linker flags", example=["-lcublas"]
+        ),
+        "include_dirs": Key(
+            (list,), [], "CUDA/C++ only: extra include folders", example=["include"]
+        ),
+    },
+    "benchmark": {
+        "warmup": Key((int,), None, "warm-up calls before timing (default 10)", example=10),
+        "iterations": Key((int,), None, "timed calls per trial (default 50)", example=50),
+        "trials": Key(
+            (int,), None, "trials; the latency is the mean of their medians (default 3)", example=3
+        ),
+        "timeout": Key(
+            (int, float), None, "seconds per workload, build included (default 300)", example=300
+        ),
+        "atol": Key(
+            (int, float), None, "absolute tolerance (default: the definition's)", example=0.01
+        ),
+        "rtol": Key(
+            (int, float), None, "relative tolerance (default: the definition's)", example=0.01
+        ),
+        "required_matched_ratio": Key(
+            (int, float),
+            None,
+            "fraction of elements that must match (default: the definition's)",
+            example=1.0,
+        ),
+        "workloads": Key(
+            (list,),
+            None,
+            'workload filter: uuid prefixes or axis filters like "batch_size=64"',
+            example=["batch_size>=16"],
+        ),
+        "seed": Key((int,), None, "input seed (default 0)", example=0),
+        "isolated": Key(
+            (bool,), None, "one process per workload, as the organizers grade", example=False
+        ),
+    },
+}
+
+
+@dataclass
+class SolutionConfig:
+    name: str
+    definition: str
+    author: str
+    description: str = ""
+
+
+@dataclass
+class BuildConfig:
+    language: str
+    entry_point: str
+    destination_passing_style: bool = True
+    binding: str = "tvm-ffi"
+    target_hardware: list[str] = field(default_factory=lambda: ["B200"])
+    dependencies: list[str] = field(default_factory=list)
+    cuda_arch: str | None = None
+    extra_cuda_cflags: list[str] = field(default_factory=list)
+    extra_cflags: list[str] = field(default_factory=list)
+    extra_ldflags: list[str] = field(default_factory=list)
+    include_dirs: list[str] = field(default_factory=list)
+
+    @property
+    def entry_file(self) -> str:
+        return self.entry_point.split("::", 1)[0]
+
+    @property
+    def entry_function(self) -> str:
+        return self.entry_point.split("::", 1)[1]
+
+
+@dataclass
+class BenchmarkDefaults:
+    """Optional ``[benchmark]`` defaults; None means "use the engine's default"."""
+
+    warmup: int | None = None
+    iterations: int | None = None
+    trials: int | None = None
+    timeout: float | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    required_matched_ratio: float | None = None
+    workloads: list[str] | None = None
+    seed: int | None = None
+    isolated: bool | None = None
+
+
+@dataclass
+class KitConfig:
+    """A loaded, validated ``config.toml``. ``root`` is the folder holding it."""
+
+    solution: SolutionConfig
+    build: BuildConfig
+    benchmark: BenchmarkDefaults
+    path: Path
+    root: Path
+
+    @property
+    def source_dir(self) -> Path:
+        """``solution/<language>/``: the folder that gets packed."""
+        return self.root / "solution" / self.build.language
+
+
+def closest(word: str, options: Iterable[str]) -> str | None:
+    """The option most like ``word`` (for "did you mean"), or None if nothing is close."""
+    found = difflib.get_close_matches(word, list(options), n=1, cutoff=0.5)
+    return found[0] if found else None
+
+
+def _did_you_mean(word: str, options: Iterable[str]) -> str:
+    guess = closest(word, options)
+    return f"; did you mean '{guess}'?" if guess else ""
+
+
+def load_config(path: str | Path = "config.toml") -> KitConfig:
+    """Read and validate ``config.toml``; raises :class:`ConfigError` with one clear line."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(
+            f"{path}: not found; run from the root of your fork, or pass --config PATH "
+            "(scripts/switch_track.py writes a fresh one)"
+        )
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    return config_from_dict(data, path)
+
+
+def config_from_dict(data: dict[str, Any], path: Path) -> KitConfig:
+    """Validate parsed TOML ``data`` (see :data:`SCHEMA`) into a :class:`KitConfig`."""
+    for section in data:
+        if section not in SCHEMA:
+            raise ConfigError(
+                f"{path}: unknown section [{section}]{_did_you_mean(section, SCHEMA)} "
+                f"(valid sections: {', '.join('[' + s + ']' for s in SCHEMA)})"
+            )
+    values: dict[str, dict[str, Any]] = {}
+    for section, keys in SCHEMA.items():
+        table = data.get(section, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: [{section}] must be a table of keys")
+        values[section] = _section_values(path, section, table, keys)
+
+    sol = SolutionConfig(**values["solution"])
+    build = BuildConfig(**values["build"])
+    bench = BenchmarkDefaults(**values["benchmark"])
+    _check_definition_name(path, sol.definition)
+    _check_entry_point(path, build)
+    return KitConfig(
+        solution=sol, build=build, benchmark=bench, path=path, root=path.resolve().parent
+    )
+
+
+def _section_values(path: Path, section: str, table: dict[str, Any], keys: dict[str, Key]) -> dict:
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in keys:
+            raise ConfigError(f"{path}: [{section}] unknown key '{key}'{_did_you_mean(key, keys)}")
+        spec = keys[key]
+        # bool is an int in Python; do not let `warmup = true` pass as 1.
+        ok = isinstance(value, spec.types) and not (
+            isinstance(value, bool) and bool not in spec.types
+        )
+        if not ok:
+            want = " or ".join("a " + _TYPE_WORDS[t] for t in spec.types)
+            raise ConfigError(
+                f"{path}: [{section}] {key} = {value!r} must be {want} ({spec.doc})"
+            )
+        if spec.choices and value not in spec.choices:
+            raise ConfigError(
+                f"{path}: [{section}] {key} = {value!r} is not one of "
+                f"{', '.join(spec.choices)}{_did_you_mean(str(value), spec.choices)}"
+            )
+        if isinstance(value, list) and not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{path}: [{section}] {key} must be a list of strings")
+        out[key] = value
+    for key, spec in keys.items():
+        if key in out:
+            continue
+        if spec.required:
+            raise ConfigError(f"{path}: [{section}] is missing '{key}' ({spec.doc})")
+        if spec.default is not None:
+            out[key] = list(spec.default) if isinstance(spec.default, list) else spec.default
+    return out
+
+
+def _check_definition_name(path: Path, name: str) -> None:
+    track = track_of(name)
+    if track is not None:
+        names = ", ".join(TRACKS[track])
+        raise ConfigError(
+            f"{path}: [solution] definition = '{name}' is a track, not a definition; "
+            f"use one of the {track} definitions: {names}"
+        )
+
+
+def _check_entry_point(path: Path, build: BuildConfig) -> None:
+    ep = build.entry_point
+    if ep.count("::") != 1 or not all(part.strip() for part in ep.split("::")):
+        example = {"cuda": "kernel.cu::run"}.get(build.language, "kernel.py::run")
+        raise ConfigError(
+            f"{path}: [build] entry_point = '{ep}' must be 'file::function' "
+            f"(e.g. '{example}'), the file relative to solution/{build.language}/"
+        )
+    file = build.entry_file
+    if Path(file).is_absolute() or ".." in Path(file).parts:
+        raise ConfigError(
+            f"{path}: [build] entry_point file '{file}' must be a path inside "
+            f"solution/{build.language}/ (no absolute paths, no '..')"
+        )
+    suffix = Path(file).suffix
+    expected = {"triton": (".py",), "python": (".py",), "cuda": (".cu", ".cpp", ".cc", ".cxx")}
+    if suffix not in expected[build.language]:
+        raise ConfigError(
+            f"{path}: [build] entry_point file '{file}' does not fit language = "
+            f"'{build.language}' (expected a {' or '.join(expected[build.language])} file)"
+        )
+
+
+def check_definition_exists(cfg: KitConfig, available: Iterable[str], dataset: str) -> None:
+    """Raise a ConfigError naming the closest definitions when ``cfg``'s is not in the dataset."""
+    names = sorted(available)
+    if cfg.solution.definition in names:
+        return
+    guess = difflib.get_close_matches(cfg.solution.definition, names, n=3, cutoff=0.4)
+    hint = f"; closest: {', '.join(guess)}" if guess else f"; available: {', '.join(names)}"
+    raise ConfigError(
+        f"{cfg.path}: [solution] definition = '{cfg.solution.definition}' is not in the "
+        f"dataset at {dataset}{hint}"
+    )

@@ -1,0 +1,33 @@
+"""Shared start-up of the scripts: user errors as one line, no traceback.
+
+Example::
+
+    from fib_core.project.entry import run_script
+    def main(argv=None) -> int: ...
+    if __name__ == "__main__":
+        run_script(main)
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+from fib_core.errors import FibError
+
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+def run_script(main: Callable[[], int | None]) -> NoReturn:
+    """Call ``main``; a :class:`FibError` prints ``error: <message>`` and exits with 2."""
+    try:
+        code = main() or 0
+    except FibError as err:
+        print(f"error: {err}", file=sys.stderr)
+        code = EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        code = EXIT_INTERRUPTED
+    sys.exit(code)

@@ -1,0 +1,241 @@
+"""The one benchmark flow behind ``run_local.py`` and ``run_modal.py``.
+
+Both launchers do the same three steps, so they share this module instead of copies:
+
+1. :func:`make_request` (local): config + CLI flags → a picklable :class:`RunRequest` holding
+   the packed solution, the workload filters and the engine settings (CLI beats config.toml,
+   which beats the engine's defaults).
+2. :func:`execute` (wherever the GPU is: this machine, or a Modal container): load the
+   dataset, select the workloads, take this shard's share, benchmark, return a
+   :class:`ShardResult` of plain JSON-able traces.
+3. :func:`finish` (local): merge shards in workload order, print the table and summary,
+   write ``--json``, show ``--compare``, and give the exit status (non-zero if anything failed).
+
+Example (what ``run_local.py`` does)::
+
+    ws = open_workspace("config.toml")
+    request = make_request(ws.cfg, ws.pack(), RunOptions(quick=True))
+    shard = execute(request)
+    exit_code = finish([shard], ws.definition, RunOptions(quick=True))
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fib_core.errors import ConfigError
+from fib_core.project.selection import select_workloads
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from fib_core.data import Definition, Solution, Trace
+    from fib_core.project.config import KitConfig
+
+# A CPU run only proves correctness; keep it short.
+CPU_SMOKE_TIMING = {"warmup_runs": 1, "iterations": 3, "num_trials": 1}
+
+# config.toml [benchmark] key -> BenchmarkConfig field
+_CONFIG_TO_ENGINE = {
+    "warmup": "warmup_runs",
+    "iterations": "iterations",
+    "trials": "num_trials",
+    "timeout": "timeout_seconds",
+    "atol": "atol",
+    "rtol": "rtol",
+    "required_matched_ratio": "required_matched_ratio",
+    "seed": "seed",
+    "isolated": "isolated",
+}
+
+
+@dataclass
+class RunOptions:
+    """What a launcher's command line may set; None means "not given"."""
+
+    workloads: list[str] | None = None
+    quick: bool = False
+    warmup: int | None = None
+    iterations: int | None = None
+    trials: int | None = None
+    timeout: float | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    required_matched_ratio: float | None = None
+    seed: int | None = None
+    isolated: bool | None = None
+    device: str | None = None  # "cuda" | "cpu" | None (auto)
+    json_path: Path | None = None
+    compare_path: Path | None = None
+    traces_path: Path | None = None  # also save the merged traces here (JSONL)
+
+
+@dataclass
+class RunRequest:
+    """Everything a worker machine needs; plain data so it pickles across Modal."""
+
+    solution: dict[str, Any]
+    definition: str
+    filters: list[str] | None
+    quick: bool
+    engine: dict[str, Any]
+    device: str | None = None
+    dataset_path: str | None = None
+    shard: int = 0
+    num_shards: int = 1
+
+    def for_shard(self, index: int, count: int) -> RunRequest:
+        return RunRequest(**{**asdict(self), "shard": index, "num_shards": count})
+
+
+@dataclass
+class ShardResult:
+    """One shard's outcome: traces as JSON dicts, in the selection's order."""
+
+    shard: int
+    order: list[str]  # uuids of the whole selection, for merging in order
+    traces: list[dict[str, Any]]
+    device: str
+    gpu_name: str | None
+    messages: list[str] = field(default_factory=list)
+
+
+def engine_settings(cfg: KitConfig, opts: RunOptions) -> dict[str, Any]:
+    """BenchmarkConfig fields: CLI flags win over config.toml, which wins over defaults."""
+    settings: dict[str, Any] = {}
+    for key, engine_key in _CONFIG_TO_ENGINE.items():
+        from_cli = getattr(opts, key)
+        from_cfg = getattr(cfg.benchmark, key)
+        value = from_cli if from_cli is not None else from_cfg
+        if value is not None:
+            settings[engine_key] = value
+    return settings
+
+
+def make_request(cfg: KitConfig, solution: Solution, opts: RunOptions) -> RunRequest:
+    """The request for ``solution``, with the workload filter from the CLI or config.toml."""
+    filters = opts.workloads if opts.workloads is not None else cfg.benchmark.workloads
+    return RunRequest(
+        solution=solution.to_dict(),
+        definition=cfg.solution.definition,
+        filters=list(filters) if filters else None,
+        quick=opts.quick,
+        engine=engine_settings(cfg, opts),
+        device=opts.device,
+    )
+
+
+def resolve_device(requested: str | None) -> str:
+    """"cuda" when a GPU is usable (or asked for), else "cpu"; asking for a missing GPU fails."""
+    import torch
+
+    has_gpu = torch.cuda.is_available()
+    if requested in (None, "auto"):
+        return "cuda" if has_gpu else "cpu"
+    if requested == "cuda" and not has_gpu:
+        raise ConfigError("--device cuda was asked for, but torch sees no CUDA GPU here")
+    if requested not in ("cuda", "cpu"):
+        raise ConfigError(f"--device {requested!r}: expected cuda or cpu")
+    return requested
+
+
+def shard_of(items: list, index: int, count: int) -> list:
+    """Round-robin share ``index`` of ``count``: big and small workloads spread evenly."""
+    return items[index::count]
+
+
+def select_for(request: RunRequest, trace_set: Any, device: str) -> list[Trace]:
+    """The request's workloads, in dataset order (a CPU run keeps only the quick subset)."""
+    from fib_core.dataset.roofline import workload_cost
+
+    workloads = trace_set.workloads.get(request.definition, [])
+    if not workloads:
+        raise ConfigError(f"the dataset has no workloads for {request.definition}")
+
+    def cost(t: Trace) -> float:
+        c = workload_cost(request.definition, t.workload.axes)
+        return c.bytes + c.flops if c is not None else float("inf")
+
+    return select_workloads(
+        workloads, request.filters, quick=request.quick or device == "cpu", cost=cost
+    )
+
+
+def execute(
+    request: RunRequest, on_event: Callable[[Any], None] | None = None
+) -> ShardResult:
+    """Benchmark the request's shard here and return its traces (runs on the GPU machine)."""
+    from fib_core.bench import Benchmark, BenchmarkConfig
+    from fib_core.data import Solution, TraceSet
+    from fib_core.dataset import default_dataset_path
+
+    device = resolve_device(request.device)
+    path = Path(request.dataset_path) if request.dataset_path else default_dataset_path()
+    trace_set = TraceSet.from_path(path)
+    if request.definition not in trace_set.definitions:
+        raise ConfigError(f"definition {request.definition} is not in the dataset at {path}")
+    selection = select_for(request, trace_set, device)
+    mine = shard_of(selection, request.shard, request.num_shards)
+    engine = dict(request.engine)
+    if device == "cpu":
+        for key, value in CPU_SMOKE_TIMING.items():
+            engine.setdefault(key, value)
+    config = BenchmarkConfig(device=device, **engine)
+    solution = Solution.from_dict(request.solution)
+    with Benchmark(trace_set, config) as bench:
+        traces = bench.run_solution(solution, mine, on_event=on_event) if mine else []
+    gpu = None
+    if device == "cuda":
+        import torch
+
+        gpu = torch.cuda.get_device_name()
+    return ShardResult(
+        shard=request.shard,
+        order=[t.workload.uuid for t in selection],
+        traces=[t.to_dict() for t in traces],
+        device=device,
+        gpu_name=gpu,
+    )
+
+
+def merge_shards(shards: list[ShardResult]) -> tuple[list[Trace], ShardResult]:
+    """All shards' traces as Trace objects in selection order, and the first shard's facts."""
+    from fib_core.data import Trace
+
+    if not shards:
+        raise ValueError("no shard results to merge")
+    order = {uuid: i for i, uuid in enumerate(shards[0].order)}
+    traces = [Trace.from_dict(d) for s in shards for d in s.traces]
+    traces.sort(key=lambda t: order.get(t.workload.uuid, len(order)))
+    return traces, shards[0]
+
+
+def finish(
+    shards: list[ShardResult], definition: Definition, opts: RunOptions, console: Any = None
+) -> int:
+    """Print table and summary, write --json, show --compare; 0 only if every workload passed."""
+    from rich.console import Console
+
+    from fib_core.report.render import render_results
+    from fib_core.report.results import RunResults
+
+    console = console or Console()
+    traces, first = merge_shards(shards)
+    results = RunResults.from_traces(traces, definition, gpu_name=first.gpu_name)
+    previous = None
+    if opts.compare_path is not None:
+        previous = RunResults.from_json(opts.compare_path)
+    render_results(results, console, compare=previous)
+    if opts.json_path is not None:
+        results.to_json(opts.json_path)
+        console.print(f"results written to {opts.json_path}")
+    if opts.traces_path is not None:
+        from fib_core.data.json_io import append_jsonl
+
+        opts.traces_path.parent.mkdir(parents=True, exist_ok=True)
+        append_jsonl(opts.traces_path, traces)
+        console.print(f"traces appended to {opts.traces_path}")
+    failed = [t for t in traces if t.evaluation is None or t.evaluation.status.value != "PASSED"]
+    return 1 if failed or not traces else 0

@@ -1,0 +1,64 @@
+"""Write ``config.toml`` as a documented file.
+
+tomli-w formats every value (so quoting and escaping are right), while the comments come
+from :data:`fib_core.project.config.SCHEMA`: a rewritten config stays as readable as the one
+the fork shipped with.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tomli_w
+
+from fib_core.project.config import SCHEMA, KitConfig
+
+HEADER = """\
+# config.toml: what this fork builds and how it is benchmarked.
+# Every key is documented in the README ("config.toml"). Switch definition or language with
+#   python scripts/switch_track.py DEFINITION [--language triton|cuda]
+"""
+
+
+def _value(v: Any) -> str:
+    """One TOML value on one line (tomli_w formats; arrays are kept inline)."""
+    if isinstance(v, list):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    # tomli_w only dumps tables; dump a one-key table and keep the right-hand side.
+    return tomli_w.dumps({"v": v}).split("=", 1)[1].strip()
+
+
+def render_config(values: dict[str, dict[str, Any]]) -> str:
+    """A documented ``config.toml`` holding ``values`` (section -> key -> value).
+
+    Keys left out are written as commented-out lines showing their default, so every option
+    stays discoverable in the file itself.
+
+    >>> text = render_config({"solution": {"name": "x", "definition": "d", "author": "me"},
+    ...                       "build": {"language": "triton", "entry_point": "kernel.py::run"}})
+    >>> 'entry_point = "kernel.py::run"' in text
+    True
+    """
+    lines = [HEADER]
+    for section, keys in SCHEMA.items():
+        given = values.get(section, {})
+        lines.append(f"[{section}]")
+        for key, spec in keys.items():
+            lines.append(f"# {spec.doc}")
+            if key in given and given[key] is not None:
+                lines.append(f"{key} = {_value(given[key])}")
+            elif spec.example is not None:
+                lines.append(f"# {key} = {_value(spec.example)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def config_values(cfg: KitConfig) -> dict[str, dict[str, Any]]:
+    """The values of a loaded config, in the shape :func:`render_config` takes."""
+    from dataclasses import asdict
+
+    return {
+        "solution": asdict(cfg.solution),
+        "build": asdict(cfg.build),
+        "benchmark": {k: v for k, v in asdict(cfg.benchmark).items() if v is not None},
+    }

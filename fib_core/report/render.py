@@ -1,0 +1,332 @@
+"""What a contestant reads after a run: the results table, the failures, the summary.
+
+Output goes through a ``rich`` console. On a terminal it uses colour and box lines; when stdout
+is a file or a CI log it falls back to ASCII boxes, no colour, and a width wide enough for the
+table (an 80-column default would fold every cell), so the log stays readable as plain text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from fib_core.report.compare import Delta, comparability_warning
+from fib_core.report.compare import compare as compare_runs
+from fib_core.report.results import RunResults, WorkloadResult
+from fib_core.report.summary import Summary, summarize
+
+LOG_WIDTH = 160
+_STATUS_STYLE = {"PASSED": "green", "TIMEOUT": "yellow"}
+
+
+def render_results(
+    results: RunResults,
+    console: Console,
+    *,
+    compare: RunResults | Sequence[Delta] | None = None,
+) -> Summary:
+    """Print table, failures and summary of ``results``; returns the :class:`Summary` shown.
+
+    ``compare`` is a previous run (or deltas already computed with
+    :func:`fib_core.report.compare.compare`); it adds a change column and a short verdict count.
+    """
+    deltas, warning = _deltas(results, compare)
+    summary = summarize(results)
+    with _readable_width(console):
+        _print_header(results, console)
+        _say(console, _results_table(results, deltas, console))
+        _print_failures(results, console)
+        _print_summary(results, summary, console)
+        if deltas is not None:
+            _print_compare(deltas, warning, console)
+    return summary
+
+
+def _deltas(
+    results: RunResults, compare: RunResults | Sequence[Delta] | None
+) -> tuple[list[Delta] | None, str | None]:
+    if compare is None:
+        return None, None
+    if isinstance(compare, RunResults):
+        return compare_runs(results, compare), comparability_warning(results, compare)
+    return list(compare), None
+
+
+@contextlib.contextmanager
+def _readable_width(console: Console) -> Iterator[None]:
+    """Widen a non-terminal console for the duration of a report, then restore it."""
+    if console.is_terminal or console.width >= LOG_WIDTH:
+        yield
+        return
+    saved = console._width  # rich keeps the explicit width here; None means "detect"
+    console.width = LOG_WIDTH
+    try:
+        yield
+    finally:
+        console._width = saved
+
+
+def _print_header(results: RunResults, console: Console) -> None:
+    who = escape(results.solution or "(no solution)")
+    if results.author:
+        who += f" by {escape(results.author)}"
+    where = escape(results.gpu_name or results.device)
+    _say(console, f"[bold]{escape(results.definition)}[/bold]  {who}  on {where}")
+    if results.is_cpu_smoke:
+        _say(console, _cpu_banner(results.mode, console))
+
+
+def _cpu_banner(mode: str, console: Console) -> Panel:
+    return Panel(
+        f"[bold yellow]{escape(mode)}[/bold yellow]",
+        box=box.ASCII if not console.is_terminal else box.HEAVY,
+        expand=False,
+    )
+
+
+def _results_table(results: RunResults, deltas: list[Delta] | None, console: Console) -> Table:
+    table = Table(
+        box=box.ASCII if not console.is_terminal else box.SIMPLE_HEAD,
+        expand=False,
+        highlight=False,
+    )
+    table.add_column("workload", no_wrap=True)
+    table.add_column("axes", overflow="fold")
+    table.add_column("status", no_wrap=True)
+    for name in ("latency", "ref", "speedup", "abs err", "rel err", "roofline"):
+        table.add_column(name, justify="right", no_wrap=True)
+    by_uuid = {d.uuid: d for d in deltas or []}
+    if deltas is not None:
+        table.add_column("vs prev", justify="right", no_wrap=True)
+    for row in results.rows:
+        cells = [
+            row.short_uuid,
+            escape(row.axes_text()),
+            _status_cell(row),
+            fmt_ms(row.latency_ms),
+            fmt_ms(row.reference_latency_ms),
+            fmt_speedup(row.speedup),
+            fmt_error(row.max_abs_error),
+            fmt_error(row.max_rel_error),
+            _roofline_cell(row),
+        ]
+        if deltas is not None:
+            delta = by_uuid.get(row.uuid)
+            cells.append(fmt_delta(delta) if delta else "")
+        table.add_row(*cells)
+    return table
+
+
+def _status_cell(row: WorkloadResult) -> str:
+    style = _STATUS_STYLE.get(row.status, "red")
+    return f"[{style}]{row.status}[/{style}]"
+
+
+def _roofline_cell(row: WorkloadResult) -> str:
+    if row.roofline_fraction is None:
+        return "-"
+    text = f"{row.roofline_fraction * 100:.0f}%"
+    return f"{text} ({row.achieved})" if row.achieved else text
+
+
+def _print_failures(results: RunResults, console: Console) -> None:
+    failed = [r for r in results.rows if not r.passed]
+    if not failed:
+        return
+    _say(console)
+    _say(console, f"[bold red]Failures ({len(failed)})[/bold red]")
+    for row in failed:
+        _say(
+            console,
+            f"  {row.short_uuid} ({escape(row.axes_text())}) [red]{row.status}[/red]: "
+            f"{escape(row.reason)}",
+            overflow="fold",
+        )
+        for line in row.log_tail:
+            _say(console, f"      | {escape(line)}", overflow="fold")
+
+
+def _print_summary(results: RunResults, summary: Summary, console: Console) -> None:
+    _say(console)
+    if summary.total == 0:
+        _say(console, "[bold]Score: 0[/bold] (no workload was measured)")
+    elif summary.all_passed:
+        _say(
+            console,
+            f"[bold]Score: {fmt_speedup(summary.score)}[/bold] "
+            f"(mean speedup over {summary.total} workloads)",
+        )
+    else:
+        mean = fmt_speedup(summary.mean_speedup_passed)
+        _say(
+            console,
+            f"[bold]Score: 0[/bold] ({summary.failed} of {summary.total} workloads failed; "
+            f"the contest scores a solution with any failure 0; mean speedup of the passing "
+            f"ones: {mean})",
+        )
+    style = "green" if summary.all_passed else "red"
+    _say(console, f"Passed: [{style}]{summary.passed}/{summary.total}[/{style}]")
+    if summary.slowest:
+        axes = {r.uuid: r.axes_text() for r in results.rows}
+        slow = ", ".join(
+            f"{uuid[:8]} ({escape(axes.get(uuid, ''))}) {fmt_ms(ms)}"
+            for uuid, ms in summary.slowest
+        )
+        _say(console, f"Slowest: {slow}")
+    if results.is_cpu_smoke:
+        _say(console, f"[bold yellow]{escape(results.mode)}[/bold yellow]")
+
+
+def _print_compare(deltas: list[Delta], warning: str | None, console: Console) -> None:
+    if warning:
+        _say(console, f"[yellow]warning: {escape(warning)}[/yellow]")
+    counts: dict[str, int] = {}
+    for d in deltas:
+        counts[d.verdict] = counts.get(d.verdict, 0) + 1
+    parts = [f"{n} {verdict}" for verdict, n in counts.items()]
+    _say(
+        console, "Compared with previous: " + (", ".join(parts) if parts else "nothing to compare")
+    )
+    for d in deltas:
+        if d.verdict == "missing":
+            _say(console, f"  {d.uuid[:8]} was in the previous run but not in this one")
+
+
+def fmt_ms(ms: float | None) -> str:
+    """Latency with a unit that keeps 3-4 significant digits: 7.21 us, 104.3 us, 1.532 ms."""
+    if ms is None:
+        return "-"
+    if ms < 1.0:
+        us = ms * 1e3
+        return f"{us:.2f} us" if us < 100 else f"{us:.1f} us"
+    return f"{ms:.3f} ms" if ms < 100 else f"{ms:.1f} ms"
+
+
+def fmt_speedup(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def fmt_error(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if math.isnan(x):
+        return "nan"
+    return f"{x:.1e}"
+
+
+def fmt_delta(d: Delta) -> str:
+    if d.change_pct is None:
+        return d.verdict
+    text = f"{d.change_pct:+.1f}%"
+    if not d.outside_noise:
+        return f"{text} (noise)"
+    style = "green" if d.change_pct < 0 else "red"
+    return f"[{style}]{text}[/{style}]"
+
+
+@contextlib.contextmanager
+def progress_bar(total: int, console: Console) -> Iterator[Callable[[Any], None]]:
+    """Live progress for a run; yields the ``on_event`` callback to hand to the engine.
+
+    Reads the engine's events by their fields only: an event carrying an evaluated ``trace``
+    (``WorkloadFinished``) counts one workload done; a ``WorkloadSkipped`` (``--resume``) counts
+    one skipped; a ``message`` with a
+    ``level`` of warning or error (``Log``) is printed. Anything else is ignored. Off a terminal,
+    one plain line per finished workload is printed instead of a redrawn bar, so CI logs show
+    the run's course.
+    """
+    tally = _Tally(total)
+    if not console.is_terminal:
+
+        def log_event(event: Any) -> None:
+            line = tally.consume(event)
+            if line:
+                _say(console, escape(line))
+
+        yield log_event
+        return
+
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("[green]{task.fields[passed]} passed[/green]"),
+        TextColumn("[red]{task.fields[failed]} failed[/red]"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
+    with progress:
+        task = progress.add_task("running", total=total, passed=0, failed=0)
+
+        def on_event(event: Any) -> None:
+            line = tally.consume(event)
+            if tally.last_kind == "message" and line:
+                _say(progress.console, escape(line))
+            progress.update(
+                task,
+                completed=tally.done,
+                description=escape(tally.label),
+                passed=tally.passed,
+                failed=tally.failed,
+            )
+
+        yield on_event
+
+
+class _Tally:
+    """Counts what the engine reported and phrases one log line per event worth a line."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done = self.passed = self.failed = self.skipped = 0
+        self.label = "running"
+        self.last_kind = ""
+
+    def consume(self, event: Any) -> str | None:
+        trace = getattr(event, "trace", None)
+        if trace is not None and getattr(trace, "evaluation", None) is not None:
+            status = str(getattr(trace.evaluation.status, "value", trace.evaluation.status))
+            self.done += 1
+            if status == "PASSED":
+                self.passed += 1
+            else:
+                self.failed += 1
+            self.label = str(trace.definition)
+            self.last_kind = "finished"
+            uuid = str(trace.workload.uuid)[:8]
+            who = f" {trace.solution}" if getattr(trace, "solution", None) else ""
+            return f"[{self.done}/{self.total}] {status:<19} {trace.definition}{who} {uuid}"
+        if _is_skip(event):
+            self.done += 1
+            self.skipped += 1
+            self.last_kind = "skipped"
+            return f"[{self.done}/{self.total}] skipped (already measured) {event.uuid[:8]}"
+        message = getattr(event, "message", None)
+        if isinstance(message, str) and getattr(event, "level", "info") in ("warning", "error"):
+            self.last_kind = "message"
+            return f"{event.level}: {message}"
+        self.last_kind = ""
+        return None
+
+
+def _is_skip(event: Any) -> bool:
+    try:
+        from fib_core.bench.events import WorkloadSkipped
+    except ImportError:  # no engine installed: nothing can be skipped
+        return False
+    return isinstance(event, WorkloadSkipped)
+
+
+def _say(console: Console, *objects: Any, **kwargs: Any) -> None:
+    """Print without rich's number/keyword highlighting, which would colour random digits."""
+    console.print(*objects, highlight=False, **kwargs)

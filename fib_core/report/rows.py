@@ -1,0 +1,222 @@
+"""Traces -> result rows: the one place that knows where each figure sits inside a trace.
+
+Traces come from the engine (``fib_core.data.Trace``); this module reads them by attribute only,
+so it needs nothing from the engine at import time and works on any object of that shape.
+The engine's own extras (timing spread, timing method, device) live in the ``extra`` dicts of
+``performance`` and ``evaluation``; they are read leniently: a missing extra leaves a figure
+unknown (None) rather than failing the report.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from fib_core.errors import FibError
+from fib_core.report.results import (
+    LOG_TAIL_LINES,
+    Achieved,
+    RunResults,
+    Spread,
+    WorkloadResult,
+)
+from fib_core.report.roofline_view import RooflineView
+
+_ERROR_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(Error|Exception|Interrupt)|error|Error|Killed)\b")
+_REASON_LIMIT = 200
+
+
+def definition_name(definition: Any) -> str:
+    return definition if isinstance(definition, str) else str(definition.name)
+
+
+def results_from_traces(
+    cls: type[RunResults],
+    traces: Iterable[Any],
+    definition: Any,
+    *,
+    gpu_name: str | None = None,
+    solution: str | None = None,
+    author: str | None = None,
+    device: str | None = None,
+) -> RunResults:
+    """See :meth:`RunResults.from_traces`."""
+    name = definition_name(definition)
+    mine = [t for t in traces if t.definition == name and t.evaluation is not None]
+    if solution is not None:
+        mine = [t for t in mine if t.solution == solution]
+    solutions = sorted({str(t.solution) for t in mine})
+    if len(solutions) > 1:
+        raise FibError(
+            f"results for {name}: traces of several solutions ({', '.join(solutions)}); "
+            "pass solution= to pick one"
+        )
+    latest: dict[str, Any] = {}
+    for t in mine:  # measured twice: the later trace (newer run) wins, in the first one's place
+        latest[t.workload.uuid] = t
+    chosen = list(latest.values())
+    env = _environment(chosen[-1]) if chosen else {}
+    kind = device or _device_kind(chosen)
+    gpu = gpu_name or (env.get("hardware") if kind == "cuda" else None)
+    roofline = RooflineView(name, gpu if kind == "cuda" else None)
+    return cls(
+        definition=name,
+        solution=solution if solution is not None else (solutions[0] if solutions else None),
+        author=author,
+        device=kind,
+        gpu_name=gpu,
+        environment=env,
+        rows=[row_from_trace(t, roofline) for t in chosen],
+    )
+
+
+def results_by_solution(
+    traces: Iterable[Any],
+    *,
+    gpu_name: str | None = None,
+    authors: dict[str, str] | None = None,
+) -> list[RunResults]:
+    """One :class:`RunResults` per (definition, solution) found in ``traces``, first-seen order."""
+    groups: dict[tuple[str, str | None], list[Any]] = {}
+    for t in traces:
+        if t.evaluation is None:
+            continue
+        groups.setdefault((t.definition, t.solution), []).append(t)
+    authors = authors or {}
+    return [
+        RunResults.from_traces(
+            group,
+            definition,
+            gpu_name=gpu_name,
+            solution=solution,
+            author=authors.get(solution) if solution else None,
+        )
+        for (definition, solution), group in groups.items()
+    ]
+
+
+def row_from_trace(trace: Any, roofline: RooflineView | None = None) -> WorkloadResult:
+    """Flatten one trace into a table row (figures a trace lacks stay None)."""
+    ev = trace.evaluation
+    status = str(getattr(ev.status, "value", ev.status))
+    corr = ev.correctness
+    perf = ev.performance
+    perf_extra = _extra(perf)
+    ev_extra = _extra(ev)
+    latency = _float(getattr(perf, "latency_ms", None))
+    axes = {str(k): int(v) for k, v in dict(trace.workload.axes).items()}
+    row = WorkloadResult(
+        uuid=str(trace.workload.uuid),
+        axes=axes,
+        status=status,
+        latency_ms=latency,
+        reference_latency_ms=_float(getattr(perf, "reference_latency_ms", None)),
+        speedup=_float(getattr(perf, "speedup_factor", None)),
+        max_abs_error=_float(getattr(corr, "max_absolute_error", None)),
+        max_rel_error=_float(getattr(corr, "max_relative_error", None)),
+        reason="" if status == "PASSED" else failure_reason(status, ev.log, ev_extra),
+        log_tail=[] if status == "PASSED" else log_tail(ev.log),
+        spread=_spread(perf_extra),
+        timing_method=_str(perf_extra.get("timing_method") or ev_extra.get("timing_method")),
+    )
+    if roofline is not None and latency:
+        figures = roofline.figures(axes, latency)
+        if figures is not None:
+            row.floor_ms, row.roofline_fraction, row.achieved = figures
+    return row
+
+
+def failure_reason(status: str, log: str | None, extra: dict[str, Any]) -> str:
+    """One line saying why a workload failed: the engine's own message, else the log's error line."""
+    for key in ("reason", "message", "error"):
+        text = extra.get(key)
+        if isinstance(text, str) and text.strip():
+            return _one_line(text)
+    lines = [ln for ln in (log or "").splitlines() if ln.strip()]
+    errors = [ln for ln in lines if _ERROR_LINE.match(ln)]
+    if errors:
+        return _one_line(errors[-1])
+    if lines:
+        return _one_line(lines[-1])
+    return status.replace("_", " ").lower()
+
+
+def log_tail(log: str | None, n: int = LOG_TAIL_LINES) -> list[str]:
+    """The last ``n`` non-empty lines of a log, right-trimmed."""
+    lines = [ln.rstrip() for ln in (log or "").splitlines() if ln.strip()]
+    return lines[-n:]
+
+
+def _one_line(text: str) -> str:
+    first = " ".join(text.strip().split())
+    return first if len(first) <= _REASON_LIMIT else first[: _REASON_LIMIT - 3] + "..."
+
+
+def _environment(trace: Any) -> dict[str, Any]:
+    env = getattr(trace.evaluation, "environment", None)
+    if env is None:
+        return {}
+    if hasattr(env, "to_dict"):
+        return dict(env.to_dict())
+    return {"hardware": getattr(env, "hardware", None), "libs": dict(getattr(env, "libs", {}))}
+
+
+def _device_kind(traces: list[Any]) -> str:
+    """ "cpu" when the engine says so (evaluation extra) or the hardware is a CPU, else "cuda"."""
+    for t in reversed(traces):
+        ev = t.evaluation
+        dev = _extra(ev).get("device") or _extra(ev.performance).get("device")
+        if isinstance(dev, str) and dev:
+            return "cpu" if dev.lower().startswith("cpu") else "cuda"
+        hardware = str(getattr(getattr(ev, "environment", None), "hardware", "") or "").lower()
+        if hardware:
+            return "cpu" if hardware.startswith("cpu") or "cpu" in hardware.split() else "cuda"
+    return "cuda"
+
+
+def _spread(extra: dict[str, Any]) -> Spread | None:
+    """Read the spread whether the engine nests it (``extra["spread"]``) or not."""
+    sources = [extra.get("spread"), extra]
+    found: dict[str, float | None] = {}
+    for name in ("p10", "p90", "std", "min"):
+        value = None
+        for src in sources:
+            if isinstance(src, dict):
+                value = src.get(f"{name}_ms", src.get(name))
+                if value is not None:
+                    break
+        number = _float(value)
+        found[f"{name}_ms"] = number if number is not None and math.isfinite(number) else None
+    if all(v is None for v in found.values()):
+        return None
+    return Spread(**found)
+
+
+def _extra(obj: Any) -> dict[str, Any]:
+    extra = getattr(obj, "extra", None) if obj is not None else None
+    return extra if isinstance(extra, dict) else {}
+
+
+def _float(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _str(value: Any) -> str | None:
+    return str(value) if value else None
+
+
+__all__ = [
+    "Achieved",
+    "failure_reason",
+    "log_tail",
+    "results_by_solution",
+    "results_from_traces",
+    "row_from_trace",
+]

@@ -1,0 +1,43 @@
+"""Pack solution/<language>/ into solution.json, as config.toml describes.
+
+    python scripts/pack_solution.py              # writes ./solution.json
+    python scripts/pack_solution.py -o out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the vendored fib_core
+
+from fib_core.data.json_io import dump_json  # noqa: E402
+from fib_core.project.entry import run_script  # noqa: E402
+from fib_core.project.pack import describe  # noqa: E402
+from fib_core.project.workspace import open_workspace  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-o", "--output", type=Path, default=Path("solution.json"))
+    parser.add_argument("--config", type=Path, default=Path("config.toml"))
+    args = parser.parse_args()
+
+    ws = open_workspace(args.config)
+    solution = ws.pack()
+    dump_json(solution, args.output)
+    files = describe(solution)
+    print(
+        f"packed {solution.name} ({solution.spec.language}, entry {solution.spec.entry_point}, "
+        f"{'destination-passing' if solution.spec.destination_passing_style else 'value-returning'})"
+        f" for {solution.definition}"
+    )
+    for f in files:
+        print(f"  {f.path:<40} {f.size:>8,d} bytes")
+    print(f"wrote {args.output} ({len(files)} files, hash {solution.hash()[:12]})")
+    return 0
+
+
+if __name__ == "__main__":
+    run_script(main)

@@ -1,0 +1,96 @@
+"""Benchmark solution/<language>/ on this machine's GPU, as config.toml describes.
+
+    python scripts/run_local.py                       # every workload of the definition
+    python scripts/run_local.py --quick               # the quick subset
+    python scripts/run_local.py --workloads batch_size=64 --json run.json
+    python scripts/run_local.py --compare run.json    # what changed since that run
+
+Uses $FIB_DATASET_PATH, or the embedded default dataset when it is unset. Without a GPU it
+runs a CPU smoke run (quick subset, Triton interpreter): correctness only, and says so.
+Exit status: 0 when every workload passed, 1 when any failed, 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the vendored fib_core
+
+from fib_core.project.entry import run_script  # noqa: E402
+from fib_core.project.runflow import RunOptions, execute, finish, make_request  # noqa: E402
+from fib_core.project.workspace import open_workspace  # noqa: E402
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions]:
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--config", type=Path, default=Path("config.toml"))
+    p.add_argument(
+        "--workloads",
+        nargs="+",
+        metavar="FILTER",
+        help="uuid prefixes or axis filters (batch_size=64, total_seq_len>=1000)",
+    )
+    p.add_argument("--quick", action="store_true", help="only the quick subset")
+    p.add_argument("--warmup", type=int)
+    p.add_argument("--iterations", type=int)
+    p.add_argument("--trials", type=int)
+    p.add_argument("--timeout", type=float, help="seconds per workload")
+    p.add_argument("--atol", type=float)
+    p.add_argument("--rtol", type=float)
+    p.add_argument("--required-matched-ratio", type=float)
+    p.add_argument("--seed", type=int)
+    p.add_argument(
+        "--isolated",
+        action="store_true",
+        default=None,
+        help="one process per workload, as the organizers grade",
+    )
+    p.add_argument("--device", choices=["cuda", "cpu"])
+    p.add_argument("--json", type=Path, dest="json_path", help="write machine-readable results")
+    p.add_argument("--compare", type=Path, dest="compare_path", help="a previous --json file")
+    a = p.parse_args(argv)
+    opts = RunOptions(
+        workloads=a.workloads,
+        quick=a.quick,
+        warmup=a.warmup,
+        iterations=a.iterations,
+        trials=a.trials,
+        timeout=a.timeout,
+        atol=a.atol,
+        rtol=a.rtol,
+        required_matched_ratio=a.required_matched_ratio,
+        seed=a.seed,
+        isolated=a.isolated,
+        device=a.device,
+        json_path=a.json_path,
+        compare_path=a.compare_path,
+    )
+    return a.config, opts
+
+
+def main() -> int:
+    from rich.console import Console
+
+    from fib_core.report.render import progress_bar
+
+    config_path, opts = parse_args()
+    console = Console()
+    ws = open_workspace(config_path)
+    solution = ws.pack()
+    console.print(
+        f"[bold]{solution.name}[/] → {ws.definition.name}  "
+        f"(dataset: {'embedded default' if ws.embedded else ws.dataset_path})"
+    )
+    request = make_request(ws.cfg, solution, opts)
+    request.dataset_path = str(ws.dataset_path)
+    with progress_bar(console) as on_event:
+        shard = execute(request, on_event=on_event)
+    return finish([shard], ws.definition, opts, console)
+
+
+if __name__ == "__main__":
+    run_script(main)

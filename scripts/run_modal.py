@@ -1,0 +1,186 @@
+"""Benchmark solution/<language>/ on Modal GPUs (B200 by default), fanned out over containers.
+
+    modal run scripts/run_modal.py                          # dataset from the Modal Volume
+    modal run scripts/run_modal.py --embedded --quick       # the kit's embedded dataset
+    modal run scripts/run_modal.py --parallel 4 --json run.json
+    modal run scripts/run_modal.py --workloads "batch_size>=32" --compare run.json
+
+One-time set-up (see README, "Modal"): `pip install modal`, `modal setup`, then upload the
+contest dataset once:  modal volume put flashinfer-trace ./mlsys26-contest /dataset
+
+The solution is packed here, the benchmark runs remotely through the same flow as
+run_local.py (fib_core.project.runflow), and the merged table is printed here.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import modal
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # the vendored fib_core, here and when Modal imports us
+
+# ---- everything the remote image pins, in one place ------------------------------------------
+CUDA_IMAGE = "nvidia/cuda:12.8.1-devel-ubuntu24.04"  # nvcc 12.8: first with sm_100a (B200)
+PYTHON_VERSION = "3.12"
+PINNED_PACKAGES = {
+    "torch": "2.9.1",  # PyPI's default wheel is built for CUDA 12.8
+    "triton": "3.5.1",  # the version torch 2.9.1 was built against
+    "apache-tvm-ffi[cpp]": "0.1.15.post2",
+    "ninja": "1.13.0",
+    "safetensors": "0.6.2",
+    "tomli-w": "1.2.0",
+    "rich": "14.1.0",
+    "cupti-python": "12.8.0",  # kernel-only timing; must match the CUDA major version
+}
+# Image builds see no GPU, so CUDA code is built for the B200's own ISA explicitly:
+# sm_100a, not sm_100, or Blackwell-only instructions (tcgen05, TMEM) are unavailable.
+REMOTE_ENV = {
+    "FIB_CUDA_ARCH": "sm_100a",
+    "TVM_FFI_CUDA_ARCH_LIST": "10.0a",
+    "CUDA_HOME": "/usr/local/cuda",
+    # Builds and reference outputs go to container-local disk: several containers writing
+    # one build cache on a shared Volume at once would race.
+    "FIB_CACHE_DIR": "/tmp/fib_cache",
+}
+DEFAULT_GPU = "B200"
+DEFAULT_VOLUME = "flashinfer-trace"
+VOLUME_MOUNT = "/vol"
+# Modal's default function timeout (300 s) cuts a whole track short; one shard may take long.
+SHARD_TIMEOUT_S = 3 * 60 * 60
+APP_NAME = "fib-kit"
+
+image = (
+    modal.Image.from_registry(CUDA_IMAGE, add_python=PYTHON_VERSION)
+    .uv_pip_install(*(f"{name}=={version}" for name, version in PINNED_PACKAGES.items()))
+    .env(REMOTE_ENV)
+    .add_local_python_source("fib_core")
+)
+app = modal.App(APP_NAME, image=image)
+volume = modal.Volume.from_name(DEFAULT_VOLUME, create_if_missing=True)
+
+
+def find_dataset_root(mount: Path) -> Path | None:
+    """The folder holding ``definitions/``: the volume root or one folder below it."""
+    if (mount / "definitions").is_dir():
+        return mount
+    candidates = sorted(p for p in mount.iterdir() if (p / "definitions").is_dir())
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def run_shard_body(request: dict[str, Any], embedded: bool, volume_name: str) -> dict[str, Any]:
+    """What one container does: benchmark one shard; errors come back as one line."""
+    from fib_core.errors import FibError
+    from fib_core.project.runflow import RunRequest, execute
+
+    req = RunRequest(**request)
+    if embedded:
+        req.dataset_path = None  # the embedded dataset, materialised inside the container
+    else:
+        root = find_dataset_root(Path(VOLUME_MOUNT)) if Path(VOLUME_MOUNT).is_dir() else None
+        if root is None:
+            return {
+                "error": f"Modal Volume '{volume_name}' holds no dataset (no definitions/ folder "
+                f"at its root or one level down); upload it once with `modal volume put "
+                f"{volume_name} ./mlsys26-contest /dataset`, or run with --embedded"
+            }
+        req.dataset_path = str(root)
+    try:
+        return asdict(execute(req))
+    except FibError as err:
+        return {"error": str(err)}
+
+
+@app.function(gpu=DEFAULT_GPU, timeout=SHARD_TIMEOUT_S, volumes={VOLUME_MOUNT: volume})
+def run_shard(request: dict[str, Any], embedded: bool, volume_name: str) -> dict[str, Any]:
+    return run_shard_body(request, embedded, volume_name)
+
+
+def split_request(request: Any, parallel: int) -> list[Any]:
+    """``parallel`` shard requests covering the selection once (round-robin by workload)."""
+    if parallel < 1:
+        from fib_core.errors import ConfigError
+
+        raise ConfigError(f"--parallel {parallel}: expected 1 or more containers")
+    return [request.for_shard(i, parallel) for i in range(parallel)]
+
+
+def collect(results: list[dict[str, Any]]) -> list[Any]:
+    """Shard dicts back into ShardResults; a shard's error becomes one FibError line."""
+    from fib_core.errors import FibError
+    from fib_core.project.runflow import ShardResult
+
+    errors = sorted({r["error"] for r in results if "error" in r})
+    if errors:
+        raise FibError(errors[0])
+    return [ShardResult(**r) for r in results]
+
+
+@app.local_entrypoint()
+def main(
+    gpu: str = DEFAULT_GPU,
+    volume_name: str = DEFAULT_VOLUME,
+    embedded: bool = False,
+    parallel: int = 1,
+    workloads: str = "",
+    quick: bool = False,
+    warmup: int = -1,
+    iterations: int = -1,
+    trials: int = -1,
+    timeout: int = -1,
+    isolated: bool = False,
+    json: str = "",
+    compare: str = "",
+    config: str = "config.toml",
+) -> None:
+    """Pack here, benchmark remotely in `parallel` containers, print the merged table here.
+
+    --workloads takes space-separated filters (uuid prefixes or axis filters); -1 / "" mean
+    "not set" (config.toml or the engine's default applies).
+    """
+    from fib_core.project.entry import run_script
+    from fib_core.project.runflow import RunOptions, finish, make_request
+    from fib_core.project.workspace import open_workspace
+
+    def body() -> int:
+        opts = RunOptions(
+            workloads=workloads.split() or None,
+            quick=quick,
+            warmup=warmup if warmup >= 0 else None,
+            iterations=iterations if iterations >= 0 else None,
+            trials=trials if trials >= 0 else None,
+            timeout=timeout if timeout >= 0 else None,
+            isolated=True if isolated else None,
+            device="cuda",
+            json_path=Path(json) if json else None,
+            compare_path=Path(compare) if compare else None,
+        )
+        ws = open_workspace(config)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        opts.traces_path = ROOT / "runs" / f"modal-{ws.cfg.solution.definition}-{stamp}.jsonl"
+        request = make_request(ws.cfg, ws.pack(), opts)
+        shards = split_request(request, parallel)
+        fn = run_shard
+        if gpu != DEFAULT_GPU or volume_name != DEFAULT_VOLUME:
+            fn = run_shard.with_options(
+                gpu=gpu, volumes={VOLUME_MOUNT: modal.Volume.from_name(volume_name)}
+            )
+        print(
+            f"running {request.definition} on {parallel} x {gpu} "
+            f"({'embedded dataset' if embedded else f'volume {volume_name}'})"
+        )
+        results = list(
+            fn.map(
+                [asdict(s) for s in shards],
+                kwargs={"embedded": embedded, "volume_name": volume_name},
+            )
+        )
+        return finish(collect(results), ws.definition, opts)
+
+    run_script(body)

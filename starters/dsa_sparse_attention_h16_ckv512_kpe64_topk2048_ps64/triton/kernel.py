@@ -1,0 +1,244 @@
+"""DSA sparse attention (DeepSeek-V3.2), split-K Triton kernel.
+
+Each query token attends to ``topk`` cache tokens chosen by the indexer. For token t, head h and
+selected cache token j (a flat id ``page * page_size + slot``, -1 = padding):
+
+    logit_j = (q_nope[t, h] . ckv[j] + q_pe[t, h] . kpe[j]) * sm_scale
+    output[t, h] = softmax(logit)[j] weighted sum of ckv[j]      (values are the ckv rows)
+    lse[t, h]    = log2(sum_j exp(logit_j))                       (base-2 log-sum-exp)
+
+A token with no valid index gets output 0 and lse -inf.
+
+Where the time goes: the gather of the selected cache rows. Every selected row is 1 KiB of
+``ckv`` plus 128 B of ``kpe``; the work per row (16 heads x 576 multiply-adds, twice) is small,
+so the kernel is bound by memory bandwidth and by how many rows are in flight at once. Hence:
+
+* all heads of one token are handled by one program, so each gathered row is read once and used
+  by every head (the 16 heads form the M=16 side of the tensor-core products);
+* the ``topk`` selections of a token are split across ``num_splits`` programs (split-K, as in
+  flash-decoding), because the real workloads have only 1-8 tokens: without the split a handful
+  of SMs would do all the work;
+* each split keeps an online softmax in base 2 and writes a normalised partial output plus its
+  base-2 lse; a small second kernel merges the splits with a max-shifted weighting, which is
+  exact and never overflows, and leaves empty splits (lse -inf) with weight 0;
+* padding (-1) is masked at the load, so padded slots cost no memory traffic.
+
+Head count and sizes are read from the tensor shapes; only the last dimension of each tensor must
+be contiguous.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+LOG2E = 1.4426950408889634
+
+# Triton's CPU interpreter multiplies bf16 tensors wrongly in tl.dot, so under the interpreter
+# the operands are widened to fp32 first. On a GPU the dot stays bf16 on the tensor cores.
+_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+@triton.jit
+def _mm(a, b, WIDEN: tl.constexpr):
+    """a @ b with fp32 accumulation (operands widened only under the CPU interpreter)."""
+    if WIDEN:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32))
+    return tl.dot(a, b)
+
+
+@triton.jit
+def _dsa_split_kernel(
+    q_nope_ptr, q_pe_ptr, ckv_ptr, kpe_ptr, idx_ptr, part_out_ptr, part_lse_ptr,
+    scale_log2, num_heads, topk, page_size, iters_per_split,
+    s_qn_t, s_qn_h, s_qp_t, s_qp_h,
+    s_ckv_p, s_ckv_s, s_kpe_p, s_kpe_s, s_idx_t,
+    BLOCK_H: tl.constexpr, D_CKV: tl.constexpr, D_KPE: tl.constexpr, BLOCK_K: tl.constexpr, WIDEN: tl.constexpr,
+):
+    """One (token, split): online softmax over ``iters_per_split * BLOCK_K`` selections."""
+    tok = tl.program_id(0)
+    split = tl.program_id(1)
+    num_splits = tl.num_programs(1)
+
+    offs_h = tl.arange(0, BLOCK_H)
+    h_mask = offs_h < num_heads
+    offs_c = tl.arange(0, D_CKV)
+    offs_p = tl.arange(0, D_KPE)
+    offs_k = tl.arange(0, BLOCK_K)
+
+    # The token's queries for every head stay in registers for the whole split: [BLOCK_H, D].
+    qn = tl.load(
+        q_nope_ptr + tok * s_qn_t + offs_h[:, None] * s_qn_h + offs_c[None, :],
+        mask=h_mask[:, None], other=0.0,
+    )
+    qp = tl.load(
+        q_pe_ptr + tok * s_qp_t + offs_h[:, None] * s_qp_h + offs_p[None, :],
+        mask=h_mask[:, None], other=0.0,
+    )
+
+    m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)  # running max of base-2 logits
+    l_i = tl.zeros([BLOCK_H], tl.float32)  # running sum of 2^(logit - m_i)
+    acc = tl.zeros([BLOCK_H, D_CKV], tl.float32)  # running sum of weights * ckv rows
+
+    first = split * iters_per_split * BLOCK_K
+    for it in range(iters_per_split):
+        # Which cache tokens this block selects; -1 (and the tail past topk) are masked out.
+        j = first + it * BLOCK_K + offs_k
+        ids = tl.load(idx_ptr + tok * s_idx_t + j, mask=j < topk, other=-1)
+        valid = ids >= 0
+        page = (ids // page_size).to(tl.int64)
+        slot = ids % page_size
+
+        # The gather: BLOCK_K rows of ckv (D_CKV wide) and kpe, read once for all heads.
+        # This is where the time goes; masked rows issue no memory traffic.
+        kv = tl.load(
+            ckv_ptr + page[:, None] * s_ckv_p + slot[:, None] * s_ckv_s + offs_c[None, :],
+            mask=valid[:, None], other=0.0,
+        )
+        kp = tl.load(
+            kpe_ptr + page[:, None] * s_kpe_p + slot[:, None] * s_kpe_s + offs_p[None, :],
+            mask=valid[:, None], other=0.0,
+        )
+
+        # Logits for all heads at once, in base 2 (exp2 is the cheap hardware exponential).
+        s = _mm(qn, tl.trans(kv), WIDEN) + _mm(qp, tl.trans(kp), WIDEN)
+        s = s * scale_log2
+        s = tl.where(valid[None, :], s, float("-inf"))
+
+        # Online softmax. m_use avoids (-inf) - (-inf) = NaN while nothing valid was seen yet.
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m_i - m_use)
+        p = tl.exp2(s - m_use[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + _mm(p.to(kv.dtype), kv, WIDEN)
+        m_i = m_new
+
+    # Normalised partial output and the split's base-2 lse (-inf when the split saw nothing).
+    has = l_i > 0.0
+    out = acc / tl.where(has, l_i, 1.0)[:, None]
+    part_lse = tl.where(has, m_i + tl.log2(tl.where(has, l_i, 1.0)), float("-inf"))
+
+    row = (tok * num_splits + split) * num_heads + offs_h
+    tl.store(part_out_ptr + row[:, None] * D_CKV + offs_c[None, :], out, mask=h_mask[:, None])
+    tl.store(part_lse_ptr + row, part_lse, mask=h_mask)
+
+
+@triton.jit
+def _dsa_combine_kernel(
+    part_out_ptr, part_lse_ptr, out_ptr, lse_ptr,
+    num_heads, num_splits, s_o_t, s_o_h, s_l_t,
+    BLOCK_S: tl.constexpr, D_CKV: tl.constexpr,
+):
+    """One (token, head): merge the splits, weighting each by 2^(lse_s - max lse)."""
+    tok = tl.program_id(0)
+    head = tl.program_id(1)
+    offs_s = tl.arange(0, BLOCK_S)
+    offs_c = tl.arange(0, D_CKV)
+
+    base = tok * num_splits * num_heads + head  # row of split 0; split s is s * num_heads on
+    lse_s = tl.load(part_lse_ptr + base + offs_s * num_heads, mask=offs_s < num_splits,
+                    other=float("-inf"))
+    m = tl.max(lse_s, axis=0)
+    m_use = tl.where(m == float("-inf"), 0.0, m)
+    total = tl.sum(tl.exp2(lse_s - m_use), axis=0)  # empty splits contribute 2^-inf = 0
+
+    acc = tl.zeros([D_CKV], tl.float32)
+    for s in range(num_splits):
+        w = tl.exp2(tl.load(part_lse_ptr + base + s * num_heads) - m_use)
+        acc += w * tl.load(part_out_ptr + (base + s * num_heads) * D_CKV + offs_c)
+
+    has = total > 0.0
+    out = acc / tl.where(has, total, 1.0)
+    tl.store(out_ptr + tok * s_o_t + head * s_o_h + offs_c, out.to(out_ptr.dtype.element_ty))
+    lse = tl.where(has, m_use + tl.log2(tl.where(has, total, 1.0)), float("-inf"))
+    tl.store(lse_ptr + tok * s_l_t + head, lse)
+
+
+@functools.lru_cache(maxsize=8)
+def _sm_count(device: torch.device) -> int:
+    """Multiprocessor count, queried once per device (the query is not free)."""
+    if device.type != "cuda":
+        return 2  # interpreter: few, large programs run fastest
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def plan_splits(num_tokens: int, topk: int, block_k: int, sm_count: int) -> int:
+    """How many programs share one token's selections.
+
+    Aim for about two programs per SM in total, but never a split smaller than one block.
+    """
+    max_splits = max(1, math.ceil(topk / block_k))
+    want = max(1, math.ceil(2 * sm_count / max(num_tokens, 1)))
+    return min(max_splits, triton.next_power_of_2(want))
+
+
+def _check_last_dim_contiguous(**tensors: torch.Tensor) -> None:
+    for name, t in tensors.items():
+        if t.stride(-1) != 1:
+            raise ValueError(f"{name}: the last dimension must be contiguous (stride 1), "
+                             f"got strides {tuple(t.stride())}; pass a .contiguous() tensor")
+
+
+def run(
+    q_nope: torch.Tensor,  # [N, H, D_CKV] bf16
+    q_pe: torch.Tensor,  # [N, H, D_KPE] bf16
+    ckv_cache: torch.Tensor,  # [P, page_size, D_CKV] bf16
+    kpe_cache: torch.Tensor,  # [P, page_size, D_KPE] bf16
+    sparse_indices: torch.Tensor,  # [N, topk] int32, flat ids page * page_size + slot, -1 = pad
+    sm_scale: float,
+    output: torch.Tensor,  # [N, H, D_CKV] bf16, written
+    lse: torch.Tensor,  # [N, H] f32, written (base 2)
+    *,
+    block_k: int = 32,
+    num_splits: int | None = None,
+    num_warps: int = 4,
+    num_stages: int = 2,
+) -> None:
+    """Destination-passing entry point: fills ``output`` and ``lse``.
+
+    The keyword-only knobs exist for tuning scripts; the harness never passes them.
+    """
+    num_tokens, num_heads, d_ckv = q_nope.shape
+    d_kpe = q_pe.shape[-1]
+    page_size = ckv_cache.shape[1]
+    topk = sparse_indices.shape[-1]
+    if num_tokens == 0:
+        return
+    _check_last_dim_contiguous(q_nope=q_nope, q_pe=q_pe, ckv_cache=ckv_cache,
+                               kpe_cache=kpe_cache, sparse_indices=sparse_indices,
+                               output=output, lse=lse)
+    for name, d in (("head_dim_ckv", d_ckv), ("head_dim_kpe", d_kpe)):
+        if d & (d - 1):
+            raise ValueError(f"{name} = {d}: this kernel needs a power of two")
+
+    if num_splits is None:
+        num_splits = plan_splits(num_tokens, topk, block_k, _sm_count(q_nope.device))
+    iters = math.ceil(math.ceil(topk / num_splits) / block_k)
+    num_splits = math.ceil(topk / (iters * block_k))  # drop splits that would be empty
+
+    # Partial results live in fp32 scratch: [N, splits, H, D_CKV] and [N, splits, H].
+    part_out = torch.empty((num_tokens, num_splits, num_heads, d_ckv), dtype=torch.float32,
+                           device=q_nope.device)
+    part_lse = torch.empty((num_tokens, num_splits, num_heads), dtype=torch.float32,
+                           device=q_nope.device)
+
+    _dsa_split_kernel[(num_tokens, num_splits)](
+        q_nope, q_pe, ckv_cache, kpe_cache, sparse_indices, part_out, part_lse,
+        float(sm_scale) * LOG2E, num_heads, topk, page_size, iters,
+        q_nope.stride(0), q_nope.stride(1), q_pe.stride(0), q_pe.stride(1),
+        ckv_cache.stride(0), ckv_cache.stride(1), kpe_cache.stride(0), kpe_cache.stride(1),
+        sparse_indices.stride(0),
+        BLOCK_H=max(16, triton.next_power_of_2(num_heads)), D_CKV=d_ckv, D_KPE=d_kpe,
+        BLOCK_K=block_k, WIDEN=_INTERPRET, num_warps=num_warps, num_stages=num_stages,
+    )
+    _dsa_combine_kernel[(num_tokens, num_heads)](
+        part_out, part_lse, output, lse, num_heads, num_splits,
+        output.stride(0), output.stride(1), lse.stride(0),
+        BLOCK_S=triton.next_power_of_2(num_splits), D_CKV=d_ckv, num_warps=4,
+    )

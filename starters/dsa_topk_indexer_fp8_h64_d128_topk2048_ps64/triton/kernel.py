@@ -1,0 +1,190 @@
+"""DSA top-k indexer (DeepSeek-V3.2): score every cached token of a request, keep the best 2048.
+
+For request b and each of its first ``seq_lens[b]`` tokens t (reached through ``block_table``):
+
+    key_t   = fp8 values of t * the token's fp32 scale
+    score_t = sum over heads h of relu(q[b, h] . key_t) * weights[b, h]
+
+and ``topk_indices[b]`` holds the min(topk, seq_len) best tokens as global ids
+(``page * page_size + slot``), -1 in the remaining slots. The order of the chosen ids is not
+part of the contract (the checker compares the sets' scores), so the kernel does not sort.
+
+Cache page layout (DeepGEMM's packed FP8 format): a page is ``page_size * (D + 4)`` bytes, the
+first ``page_size * D`` are the FP8 (e4m3) keys token-major, then ``page_size`` fp32 scales.
+The kernel reads the int8 tensor as raw bytes and reinterprets the two parts in place.
+
+Two kernels, no host syncs and no host loop over requests:
+
+1. ``_score_kernel``, one program per (page of a request, request): a [page_size x D] FP8 tile
+   times the request's [H x D] FP8 queries on the tensor cores, scaled, relu'd, weighted and
+   summed over heads. Pages past the request's length return at once. This kernel streams the
+   cache: it is where the bytes are read.
+2. ``_select_kernel``, one program per request: a parallel radix-style selection. The scores are
+   mapped to integers with the same order, a 32-step bisection finds the exact k-th largest key
+   with one block-wide count per step, then the chosen positions are compacted with a prefix
+   sum (ties at the threshold are broken by position). No sort, no data-dependent loop.
+
+Head count, head size and page size come from the tensor shapes.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+# Triton's CPU interpreter multiplies 8/16-bit float tensors wrongly in tl.dot, so under the
+# interpreter the operands are widened to fp32 first (FP8 values are exact in fp32). On a GPU
+# the dot runs on FP8 tensor cores with fp32 accumulation.
+_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+# The selection keeps a request's whole score row in one program's registers.
+MAX_TOKENS_PER_REQUEST = 65536
+
+
+@triton.jit
+def _score_kernel(
+    q_ptr, cache_ptr, w_ptr, seq_lens_ptr, block_table_ptr, scores_ptr,
+    num_heads, s_q_b, s_q_h, s_w_b, s_bt_b, s_sc_b,
+    PAGE: tl.constexpr, D: tl.constexpr, BLOCK_H: tl.constexpr, WIDEN: tl.constexpr,
+):
+    """Scores of the PAGE tokens of one page of one request, written to scores[b, start:]."""
+    page_idx = tl.program_id(0)
+    b = tl.program_id(1)
+    seq_len = tl.load(seq_lens_ptr + b)
+    start = page_idx * PAGE
+    if start >= seq_len:
+        return  # past this request's length: block_table may hold junk here
+
+    page = tl.load(block_table_ptr + b * s_bt_b + page_idx).to(tl.int64)
+    page_base = cache_ptr + page * (PAGE * (D + 4))  # int8 byte pointer to the page
+
+    offs_t = tl.arange(0, PAGE)
+    offs_d = tl.arange(0, D)
+    offs_h = tl.arange(0, BLOCK_H)
+    h_mask = offs_h < num_heads
+
+    # The page's keys: PAGE x D bytes, reinterpreted as FP8 e4m3. Then PAGE fp32 scales.
+    k_bytes = tl.load(page_base + offs_t[:, None] * D + offs_d[None, :])
+    k = k_bytes.to(tl.float8e4nv, bitcast=True)
+    scale_ptr = (page_base + PAGE * D).to(tl.pointer_type(tl.float32), bitcast=True)
+    scale = tl.load(scale_ptr + offs_t)
+
+    # The request's queries, all heads: [BLOCK_H, D] FP8 (the same for every page: L2 hits).
+    q = tl.load(q_ptr + b * s_q_b + offs_h[:, None] * s_q_h + offs_d[None, :],
+                mask=h_mask[:, None], other=0.0)
+
+    if WIDEN:
+        logits = tl.dot(k.to(tl.float32), tl.trans(q.to(tl.float32)))
+    else:
+        logits = tl.dot(k, tl.trans(q))  # [PAGE, BLOCK_H], fp32 accumulation
+    # Scale before relu, exactly as key = fp8 * scale (a scale could be negative).
+    logits = logits * scale[:, None]
+    w = tl.load(w_ptr + b * s_w_b + offs_h, mask=h_mask, other=0.0)
+    score = tl.sum(tl.maximum(logits, 0.0) * w[None, :], axis=1)  # [PAGE]
+
+    pos = start + offs_t
+    tl.store(scores_ptr + b * s_sc_b + pos, score, mask=pos < seq_len)
+
+
+@triton.jit
+def _select_kernel(
+    scores_ptr, seq_lens_ptr, block_table_ptr, out_ptr,
+    topk, s_sc_b, s_bt_b, s_o_b,
+    PAGE: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_TOPK: tl.constexpr,
+):
+    """Write the ids of the min(topk, seq_len) best scores of request b, then -1 padding."""
+    b = tl.program_id(0)
+    seq_len = tl.load(seq_lens_ptr + b)
+    k = tl.minimum(seq_len, topk)
+
+    offs = tl.arange(0, BLOCK_L)
+    valid = offs < seq_len
+    x = tl.load(scores_ptr + b * s_sc_b + offs, mask=valid, other=0.0)
+
+    # Order-preserving map float32 -> int32: negative floats have their magnitude bits flipped.
+    bits = x.to(tl.int32, bitcast=True)
+    key = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
+    key = tl.where(valid, key, -2147483648)
+
+    # Bisection on the key value: the largest T with count(key >= T) >= k is the k-th largest
+    # key. 32 steps cover the int32 range; each step is one block-wide count.
+    lo = tl.full([], -2147483648, tl.int64)
+    hi = tl.full([], 2147483647, tl.int64)
+    for _ in range(32):
+        mid = (lo + hi + 1) >> 1  # floor, also for negatives
+        cnt = tl.sum((valid & (key >= mid.to(tl.int32))).to(tl.int32), axis=0)
+        take = cnt >= k
+        lo = tl.where(take, mid, lo)
+        hi = tl.where(take, hi, mid - 1)
+    thr = lo.to(tl.int32)
+
+    # Everything above the threshold is in; ties at it are taken by position until k are in.
+    above = valid & (key > thr)
+    tied = valid & (key == thr)
+    need = k - tl.sum(above.to(tl.int32), axis=0)
+    chosen = above | (tied & (tl.cumsum(tied.to(tl.int32), axis=0) <= need))
+
+    # Compact: the i-th chosen position goes to slot i. Positions become global token ids.
+    slot = tl.cumsum(chosen.to(tl.int32), axis=0) - 1
+    page = tl.load(block_table_ptr + b * s_bt_b + offs // PAGE, mask=chosen, other=0)
+    ids = page * PAGE + offs % PAGE
+    tl.store(out_ptr + b * s_o_b + slot, ids, mask=chosen)
+
+    offs_k = tl.arange(0, BLOCK_TOPK)
+    pad = (offs_k >= k) & (offs_k < topk)
+    tl.store(out_ptr + b * s_o_b + offs_k, tl.full([BLOCK_TOPK], -1, tl.int32), mask=pad)
+
+
+def run(
+    q_index_fp8: torch.Tensor,  # [B, H, D] float8_e4m3fn
+    k_index_cache_fp8: torch.Tensor,  # [P, page_size, 1, D + 4] int8 bytes, packed per page
+    weights: torch.Tensor,  # [B, H] f32
+    seq_lens: torch.Tensor,  # [B] int32
+    block_table: torch.Tensor,  # [B, max_pages] int32
+    topk_indices: torch.Tensor,  # [B, topk] int32, written
+    *,
+    num_warps_select: int = 8,
+) -> None:
+    """Destination-passing entry point: fills ``topk_indices``."""
+    batch, num_heads, dim = q_index_fp8.shape
+    num_pages, page_size, _, width = k_index_cache_fp8.shape
+    max_pages = block_table.shape[1]
+    topk = topk_indices.shape[1]
+    if width != dim + 4:
+        raise ValueError(f"k_index_cache_fp8: last dim {width} != head dim {dim} + 4 scale "
+                         "bytes; expected DeepGEMM's packed FP8 page layout")
+    if not k_index_cache_fp8.is_contiguous():
+        raise ValueError("k_index_cache_fp8: must be contiguous (pages are read as raw bytes)")
+    for name, t in (("q_index_fp8", q_index_fp8), ("weights", weights),
+                    ("block_table", block_table), ("topk_indices", topk_indices)):
+        if t.stride(-1) != 1:
+            raise ValueError(f"{name}: the last dimension must be contiguous (stride 1)")
+    max_len = max_pages * page_size
+    if max_len > MAX_TOKENS_PER_REQUEST:
+        raise ValueError(f"block_table: {max_pages} pages a request ({max_len} tokens) exceeds "
+                         f"this starter's limit of {MAX_TOKENS_PER_REQUEST} tokens")
+    if batch == 0:
+        return
+    if max_pages == 0:
+        topk_indices.fill_(-1)
+        return
+
+    # Scratch scores, one row per request (entries past seq_len are never written nor read).
+    scores = torch.empty((batch, max_len), dtype=torch.float32, device=weights.device)
+    _score_kernel[(max_pages, batch)](
+        q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, scores,
+        num_heads, q_index_fp8.stride(0), q_index_fp8.stride(1), weights.stride(0),
+        block_table.stride(0), scores.stride(0),
+        PAGE=page_size, D=dim, BLOCK_H=max(16, triton.next_power_of_2(num_heads)),
+        WIDEN=_INTERPRET, num_warps=4,
+    )
+    _select_kernel[(batch,)](
+        scores, seq_lens, block_table, topk_indices,
+        topk, scores.stride(0), block_table.stride(0), topk_indices.stride(0),
+        PAGE=page_size, BLOCK_L=max(triton.next_power_of_2(max_len), 16),
+        BLOCK_TOPK=max(triton.next_power_of_2(topk), 16),
+        num_warps=num_warps_select,
+    )

@@ -1,0 +1,157 @@
+"""Traces -> rows: every figure read from the right place, failures explained in one line."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from typing import Any
+
+import pytest
+
+from fib_core.data.trace import Trace
+from fib_core.errors import FibError
+from fib_core.report import roofline_view
+from fib_core.report.results import RunResults
+from fib_core.report.rows import failure_reason, log_tail, results_by_solution
+
+DEF = "gdn_decode_qk4_v8_d128_k_last"
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def trace(uuid: str, status: str = "PASSED", *, solution: str = "sol", latency: float = 0.01,
+          ref: float = 0.05, log: str = "", hardware: str = H100, batch: int = 1,
+          perf_extra: dict[str, Any] | None = None, ev_extra: dict[str, Any] | None = None,
+          definition: str = DEF) -> Trace:
+    ev: dict[str, Any] = {
+        "status": status,
+        "log": log,
+        "environment": {"hardware": hardware, "libs": {"torch": "2.11"}},
+        "timestamp": "2025-01-01T00:00:00",
+        "correctness": None,
+        "performance": None,
+    }
+    if status in ("PASSED", "INCORRECT_NUMERICAL"):
+        ev["correctness"] = {"max_relative_error": 0.02, "max_absolute_error": 0.001}
+    if status == "PASSED":
+        ev["performance"] = {"latency_ms": latency, "reference_latency_ms": ref,
+                             "speedup_factor": ref / latency, **(perf_extra or {})}
+    ev.update(ev_extra or {})
+    return Trace.from_dict({
+        "definition": definition,
+        "solution": solution,
+        "workload": {"uuid": uuid, "axes": {"batch_size": batch}, "inputs": {}},
+        "evaluation": ev,
+    })
+
+
+def test_passed_trace_figures_and_spread():
+    t = trace("u1", latency=0.01, ref=0.05, batch=4,
+              perf_extra={"p10_ms": 0.009, "p90_ms": 0.012, "std_ms": 0.001, "min_ms": 0.0085,
+                          "timing_method": "cupti"})
+    res = RunResults.from_traces([t], DEF, author="me")
+    (row,) = res.rows
+    assert (row.uuid, row.axes, row.status) == ("u1", {"batch_size": 4}, "PASSED")
+    assert row.latency_ms == 0.01 and row.reference_latency_ms == 0.05
+    assert row.speedup == pytest.approx(5.0)
+    assert (row.max_abs_error, row.max_rel_error) == (0.001, 0.02)
+    assert (row.spread.p10_ms, row.spread.p90_ms, row.spread.min_ms) == (0.009, 0.012, 0.0085)
+    assert row.timing_method == "cupti" and row.reason == "" and row.log_tail == []
+    assert (res.solution, res.author, res.device, res.gpu_name) == ("sol", "me", "cuda", H100)
+    assert res.environment["hardware"] == H100
+
+
+def test_nested_spread_is_read_too():
+    t = trace("u1", perf_extra={"spread": {"p10": 1.0, "p90": 2.0}})
+    row = RunResults.from_traces([t], DEF).rows[0]
+    assert (row.spread.p10_ms, row.spread.p90_ms, row.spread.std_ms) == (1.0, 2.0, None)
+
+
+def test_failure_reason_and_log_tail():
+    log = "\n".join(
+        [f"step {i}" for i in range(20)]
+        + ["Traceback (most recent call last):", '  File "k.py", line 3, in run',
+           "torch.AcceleratorError: CUDA error: an illegal memory access was encountered", ""]
+    )
+    row = RunResults.from_traces([trace("u1", "RUNTIME_ERROR", log=log)], DEF).rows[0]
+    assert row.reason == "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
+    assert len(row.log_tail) == 10 and row.log_tail[-1].startswith("torch.AcceleratorError")
+    assert row.latency_ms is None and row.max_abs_error is None
+    numerical = trace("u2", "INCORRECT_NUMERICAL", ev_extra={"reason": "12 of 4096 elements off\nmore"})
+    row2 = RunResults.from_traces([numerical], DEF).rows[0]
+    assert row2.reason == "12 of 4096 elements off more" and row2.max_abs_error == 0.001
+
+
+def test_failure_reason_fallbacks():
+    assert failure_reason("TIMEOUT", "", {}) == "timeout"
+    assert failure_reason("TIMEOUT", "waiting\nstill waiting\n", {}) == "still waiting"
+    assert len(failure_reason("RUNTIME_ERROR", "ValueError: " + "x" * 500, {})) == 200
+    assert log_tail("a\n\n b \nc", n=2) == [" b", "c"]
+
+
+def test_latest_trace_per_workload_wins_and_other_definitions_are_ignored():
+    traces = [
+        trace("u1", "RUNTIME_ERROR", log="RuntimeError: boom"),
+        trace("u2", latency=0.02),
+        trace("u1", latency=0.03),
+        trace("u9", definition="other_def"),
+    ]
+    res = RunResults.from_traces(traces, DEF)
+    assert [r.uuid for r in res.rows] == ["u1", "u2"]
+    assert res.row("u1").passed and res.row("u1").latency_ms == 0.03
+
+
+def test_several_solutions_need_a_choice():
+    traces = [trace("u1", solution="a"), trace("u1", solution="b")]
+    with pytest.raises(FibError, match="several solutions"):
+        RunResults.from_traces(traces, DEF)
+    assert RunResults.from_traces(traces, DEF, solution="b").solution == "b"
+    groups = results_by_solution(traces, authors={"a": "alice"})
+    assert [(g.solution, g.author) for g in groups] == [("a", "alice"), ("b", None)]
+
+
+def test_cpu_device_is_detected():
+    t = trace("u1", hardware="cpu (x86_64, 2 cores)")
+    res = RunResults.from_traces([t], DEF)
+    assert res.device == "cpu" and res.is_cpu_smoke and res.gpu_name is None
+    t2 = trace("u1", ev_extra={"device": "cpu"})
+    assert RunResults.from_traces([t2], DEF).device == "cpu"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Cost:
+    bytes: float
+    flops: float
+    dtype: str = "bfloat16"
+
+
+def _fake_roofline(cost: _Cost) -> types.SimpleNamespace:
+    """1 TB/s and 100 TFLOP/s, so floors are easy to compute by hand."""
+    return types.SimpleNamespace(
+        detect_gpu_peak=lambda name: "peak" if "H100" in name else None,
+        workload_cost=lambda definition, axes: cost,
+        roofline_floor_ms=lambda c, peak: max(c.bytes / 1e12, c.flops / 100e12) * 1e3,
+    )
+
+
+def test_roofline_figures_memory_bound(monkeypatch):
+    monkeypatch.setattr(roofline_view, "_roofline_module", lambda: _fake_roofline(_Cost(5e6, 1e6)))
+    row = RunResults.from_traces([trace("u1", latency=0.01)], DEF).rows[0]
+    # floor = 5e6 B / 1e12 B/s = 5 us = 0.005 ms; measured 0.01 ms -> 50 %, 500 GB/s
+    assert row.floor_ms == pytest.approx(0.005)
+    assert row.roofline_fraction == pytest.approx(0.5)
+    assert row.achieved.unit == "GB/s" and row.achieved.value == pytest.approx(500.0)
+
+
+def test_roofline_figures_compute_bound(monkeypatch):
+    monkeypatch.setattr(roofline_view, "_roofline_module", lambda: _fake_roofline(_Cost(1e6, 1e12)))
+    row = RunResults.from_traces([trace("u1", latency=20.0)], DEF).rows[0]
+    # floor = 1e12 / 100e12 s = 10 ms -> 50 %; 1e12 flop in 20 ms = 50 TFLOP/s
+    assert row.roofline_fraction == pytest.approx(0.5)
+    assert row.achieved.unit == "TFLOP/s" and row.achieved.value == pytest.approx(50.0)
+
+
+def test_roofline_unknown_gpu_or_cpu_leaves_none(monkeypatch):
+    monkeypatch.setattr(roofline_view, "_roofline_module", lambda: _fake_roofline(_Cost(5e6, 1e6)))
+    for hw in ("Some Other GPU", "cpu"):
+        row = RunResults.from_traces([trace("u1", hardware=hw)], DEF).rows[0]
+        assert row.roofline_fraction is None and row.achieved is None and row.floor_ms is None
