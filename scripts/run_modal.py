@@ -125,7 +125,7 @@ def collect(results: list[dict[str, Any]]) -> list[Any]:
 @app.local_entrypoint()
 def main(
     gpu: str = DEFAULT_GPU,
-    volume_name: str = DEFAULT_VOLUME,
+    volume: str = DEFAULT_VOLUME,
     embedded: bool = False,
     parallel: int = 1,
     workloads: str = "",
@@ -167,18 +167,18 @@ def main(
         request = make_request(ws.cfg, ws.pack(), opts)
         shards = split_request(request, parallel)
         fn = run_shard
-        if gpu != DEFAULT_GPU or volume_name != DEFAULT_VOLUME:
+        if gpu != DEFAULT_GPU or volume != DEFAULT_VOLUME:
             fn = run_shard.with_options(
-                gpu=gpu, volumes={VOLUME_MOUNT: modal.Volume.from_name(volume_name)}
+                gpu=gpu, volumes={VOLUME_MOUNT: modal.Volume.from_name(volume)}
             )
         print(
             f"running {request.definition} on {parallel} x {gpu} "
-            f"({'embedded dataset' if embedded else f'volume {volume_name}'})"
+            f"({'embedded dataset' if embedded else f'volume {volume}'})"
         )
         results = list(
             fn.map(
                 [asdict(s) for s in shards],
-                kwargs={"embedded": embedded, "volume_name": volume_name},
+                kwargs={"embedded": embedded, "volume_name": volume},
             )
         )
         return finish(collect(results), ws.definition, opts)

@@ -7,6 +7,7 @@ never let a crash-truncated JSONL line swallow the next record (append starts on
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -120,10 +121,15 @@ def iter_jsonl(path: str | Path) -> Iterable[tuple[int, Any]]:
             ) from None
 
 
-def load_jsonl(path: str | Path, cls: type[T]) -> list[T]:
-    """Load every record of a JSONL file as ``cls``; errors name the file and line."""
+def load_jsonl(path: str | Path, cls: type[T], **from_dict_kwargs: Any) -> list[T]:
+    """Load every record of a JSONL file as ``cls``; errors name the file and line.
+
+    ``from_dict_kwargs`` go to ``cls.from_dict`` (e.g. ``cache=`` for :class:`Trace`).
+    """
     path = Path(path)
     from_dict = cls.from_dict  # type: ignore[attr-defined]
+    if from_dict_kwargs:
+        from_dict = functools.partial(from_dict, **from_dict_kwargs)
     out = []
     for lineno, raw in iter_jsonl(path):
         try:

@@ -92,8 +92,11 @@ class Performance:
     )
 
     def __post_init__(self) -> None:
-        for name in ("latency_ms", "reference_latency_ms", "speedup_factor"):
-            setattr(self, name, s.read_float(getattr(self, name), name, non_negative=True))
+        self.latency_ms = s.read_float(self.latency_ms, "latency_ms", non_negative=True)
+        self.reference_latency_ms = s.read_float(
+            self.reference_latency_ms, "reference_latency_ms", non_negative=True
+        )
+        self.speedup_factor = s.read_float(self.speedup_factor, "speedup_factor", non_negative=True)
 
     @property
     def is_valid(self) -> bool:
@@ -205,12 +208,15 @@ class Evaluation:
         return self.status is EvaluationStatus.PASSED
 
     @classmethod
-    def from_dict(cls, d: dict) -> Evaluation:
+    def from_dict(cls, d: dict, cache: ParseCache | None = None) -> Evaluation:
         s.as_object(d, "")
         raw_corr = d.get("correctness")
         raw_perf = d.get("performance")
+        raw_env = s.require(d, "environment", "")
         try:
-            environment = Environment.from_dict(s.require(d, "environment", ""))
+            environment = (
+                Environment.from_dict(raw_env) if cache is None else cache.environment(raw_env)
+            )
         except SchemaError as err:
             raise s.nested(err, "environment") from None
         try:
@@ -281,15 +287,19 @@ class Trace:
         return self.evaluation is not None and self.evaluation.passed
 
     @classmethod
-    def from_dict(cls, d: dict) -> Trace:
+    def from_dict(cls, d: dict, cache: ParseCache | None = None) -> Trace:
+        """Parse a record; with a :class:`ParseCache`, equal workloads share one object."""
         s.as_object(d, "")
+        raw_workload = s.require(d, "workload", "")
         try:
-            workload = Workload.from_dict(s.require(d, "workload", ""))
+            workload = (
+                Workload.from_dict(raw_workload) if cache is None else cache.workload(raw_workload)
+            )
         except SchemaError as err:
             raise s.nested(err, "workload") from None
         raw_eval = d.get("evaluation")
         try:
-            evaluation = None if raw_eval is None else Evaluation.from_dict(raw_eval)
+            evaluation = None if raw_eval is None else Evaluation.from_dict(raw_eval, cache)
         except SchemaError as err:
             raise s.nested(err, "evaluation") from None
         return cls(
@@ -310,3 +320,37 @@ class Trace:
         }
         out.update(self.extra)
         return s.in_order(out, self._keys)
+
+
+class ParseCache:
+    """Reuses parsed workloads and environments across the records of one load.
+
+    A dataset's traces repeat the same few thousand workloads and one or two environments; a
+    record whose raw dict equals one seen before (same uuid or hardware) gets the object parsed
+    then. Loading 50,000 traces spends most of its time building these, so the saving is large.
+    Shared objects are meant to be read, not mutated.
+    """
+
+    def __init__(self) -> None:
+        self._workloads: dict[str, tuple[dict, Workload]] = {}
+        self._environments: dict[str, tuple[dict, Environment]] = {}
+
+    def workload(self, raw: Any) -> Workload:
+        key = raw.get("uuid") if isinstance(raw, dict) else None
+        if isinstance(key, str):
+            hit = self._workloads.get(key)
+            if hit is not None and hit[0] == raw:
+                return hit[1]
+        parsed = Workload.from_dict(raw)
+        self._workloads[parsed.uuid] = (raw, parsed)
+        return parsed
+
+    def environment(self, raw: Any) -> Environment:
+        key = raw.get("hardware") if isinstance(raw, dict) else None
+        if isinstance(key, str):
+            hit = self._environments.get(key)
+            if hit is not None and hit[0] == raw:
+                return hit[1]
+        parsed = Environment.from_dict(raw)
+        self._environments[parsed.hardware] = (raw, parsed)
+        return parsed

@@ -53,11 +53,14 @@ class RooflineView:
         """GB/s when moving bytes bounds the workload, TFLOP/s when arithmetic does."""
         seconds = latency_ms / 1e3
         try:
-            memory_ms = self._api.roofline_floor_ms(dataclasses.replace(cost, flops=0), self._peak)
-            compute_ms = self._api.roofline_floor_ms(dataclasses.replace(cost, bytes=0), self._peak)
+            bound = getattr(self._api.roofline_floor_ms(cost, self._peak), "bound", None)
+            if bound is None:  # a floor without its bound: compare the two floors ourselves
+                memory = self._api.roofline_floor_ms(dataclasses.replace(cost, flops=0), self._peak)
+                compute = self._api.roofline_floor_ms(dataclasses.replace(cost, bytes=0), self._peak)
+                bound = "memory" if float(memory) >= float(compute) else "compute"
         except _LOOKUP_ERRORS:
             return None
-        if memory_ms >= compute_ms:
+        if bound == "memory":
             return Achieved(float(cost.bytes) / seconds / 1e9, "GB/s")
         return Achieved(float(cost.flops) / seconds / 1e12, "TFLOP/s")
 

@@ -177,8 +177,11 @@ def _device_kind(traces: list[Any]) -> str:
 
 
 def _spread(extra: dict[str, Any]) -> Spread | None:
-    """Read the spread whether the engine nests it (``extra["spread"]``) or not."""
-    sources = [extra.get("spread"), extra]
+    """Read the spread from ``extra["spread"]["overall"]`` (the engine's layout: all timed calls
+    of all trials), else from ``extra["spread"]`` or ``extra`` itself (flat keys)."""
+    nested = extra.get("spread")
+    overall = nested.get("overall") if isinstance(nested, dict) else None
+    sources = [overall, nested, extra]
     found: dict[str, float | None] = {}
     for name in ("p10", "p90", "std", "min"):
         value = None

@@ -155,3 +155,26 @@ def test_roofline_unknown_gpu_or_cpu_leaves_none(monkeypatch):
     for hw in ("Some Other GPU", "cpu"):
         row = RunResults.from_traces([trace("u1", hardware=hw)], DEF).rows[0]
         assert row.roofline_fraction is None and row.achieved is None and row.floor_ms is None
+
+
+def test_engine_spread_layout_is_read():
+    extra = {"timing_method": "events",
+             "spread": {"overall": {"min": 0.8, "p10": 0.9, "median": 1.0, "p90": 1.2, "std": 0.1},
+                        "trials": [{"p10": 5.0, "p90": 6.0}]}}
+    row = RunResults.from_traces([trace("u1", latency=1.0, perf_extra=extra)], DEF).rows[0]
+    assert (row.spread.min_ms, row.spread.p10_ms, row.spread.p90_ms, row.spread.std_ms) == (
+        0.8, 0.9, 1.2, 0.1)
+    assert row.timing_method == "events"
+
+
+def test_real_roofline_for_gdn_decode_on_h100():
+    pytest.importorskip("fib_core.dataset.roofline")
+    row = RunResults.from_traces([trace("u1", latency=0.001, batch=1)], DEF).rows[0]
+    # GDN decode, batch 1: state 8*128*128 fp32 read and written (2 * 524288 B), q/k/v/a/b in
+    # bf16 (2*(4*128*2 + 8*128) + 2*8*2 = 4128 B), A_log/dt_bias fp32 (64 B), output bf16
+    # (2048 B): 1054816 B at the H100 SXM's 3350 GB/s -> 0.31487 us; measured 1 us.
+    expected_bytes = 2 * 524288 + 4128 + 64 + 2048
+    assert row.floor_ms == pytest.approx(expected_bytes / 3350e9 * 1e3, rel=1e-6)
+    assert row.roofline_fraction == pytest.approx(expected_bytes / 3350e9 / 1e-6, rel=1e-6)
+    assert row.achieved.unit == "GB/s"
+    assert row.achieved.value == pytest.approx(expected_bytes / 1e-6 / 1e9, rel=1e-6)

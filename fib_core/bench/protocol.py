@@ -1,0 +1,45 @@
+"""Messages between the engine (parent) and its worker processes.
+
+Schema objects cross the boundary as their JSON dicts (``to_dict``/``from_dict``): that is the
+format's own serialisation, so nothing the schema caches in memory (compiled constraint code)
+has to be picklable. Results carry the status as its enum *value* and the metrics as dicts.
+
+Worker -> parent: ``("ready", info)``, ``("phase", task_id, name)``, ``("result", EvalResult)``.
+Parent -> worker: ``("eval", EvalTask)``, ``("close",)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fib_core.bench.config import BenchmarkConfig
+
+
+@dataclass
+class EvalTask:
+    """One (solution, workload) evaluation, self-contained."""
+
+    task_id: int
+    definition: dict
+    solution: dict
+    workload: dict
+    config: BenchmarkConfig
+    dataset_root: str | None
+
+
+@dataclass
+class EvalResult:
+    """What a worker measured; the parent turns it into a Trace.
+
+    ``fatal`` asks the parent to replace the worker (the CUDA context is no longer usable).
+    ``extra`` becomes ``evaluation`` extras (seed, device, warnings, input sets...).
+    """
+
+    task_id: int
+    status: str
+    log: str
+    correctness: dict | None = None
+    performance: dict | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    fatal: bool = False

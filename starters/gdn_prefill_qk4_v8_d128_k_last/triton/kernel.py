@@ -1,0 +1,124 @@
+"""Gated delta net prefill (variable-length sequences, k-last state): chunked Triton kernels.
+
+The recurrence, per sequence and value head h (S is the [V, K] state, fp32), token by token:
+
+    g = exp(-exp(A_log[h]) * softplus(a_t + dt_bias[h])),  beta = sigmoid(b_t)
+    S = g * S;  u = beta * (v_t - S k_t);  S = S + u k_t^T;  out_t = scale * S q_t
+
+Token by token this is T dependent rank-1 updates of a 64 KiB state: no tensor cores and no
+parallelism along the sequence. The chunked form (the one flash-linear-attention uses) cuts
+each sequence into 64-token chunks and runs in two launches:
+
+1. ``chunk_prep.chunk_prep_kernel`` — every (chunk, head) in parallel: the gates, the
+   in-chunk decay, and the WY-style matrices W and U~ that fold the chunk's 64 delta-rule
+   steps into matmuls (needs a 64x64 triangular inverse).
+2. ``chunk_scan.chunk_scan_kernel`` — every (sequence, head, slice of state rows) walks its
+   chunks in order: 4 small matmuls per chunk produce the outputs and the next state.
+
+No host sync: sequence boundaries stay on the GPU (``cu_seqlens`` is read inside the kernels)
+and the launch sizes use only tensor shapes. Head counts and sizes come from the shapes too.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+
+from .chunk_prep import CHUNK, SUB, chunk_prep_kernel, prep_grid
+from .chunk_scan import chunk_scan_kernel
+
+# Precision of the fp32 x fp32 matmuls: "tf32" (tensor cores, 10-bit mantissa) keeps errors
+# around 1e-3 relative; "tf32x3" is near-fp32 at three times the tensor-core work.
+F32_DOT = "tf32"
+
+
+def _scan_config(num_seqs: int, num_v_heads: int, head_v: int) -> tuple[int, int, int]:
+    """(BLOCK_V, num_warps, num_stages) for stage 2.
+
+    Few sequences leave most of the GPU idle, so their state is cut into thinner row slices
+    (more programs walking in parallel); many sequences use wider slices, which repeat less of
+    the per-chunk Q K^T work.
+    """
+    programs_at_64 = num_seqs * num_v_heads * triton.cdiv(head_v, 64)
+    block_v = 64 if programs_at_64 >= 264 else 32 if programs_at_64 >= 66 else 16
+    block_v = min(block_v, triton.next_power_of_2(head_v))
+    return block_v, 4, 2
+
+
+def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_state):
+    """Destination-passing entry point: writes ``output`` and ``new_state`` in place.
+
+    Shapes (read from the tensors): q, k [T, HQ, K] bf16; v [T, HV, V] bf16; state
+    [N, HV, V, K] fp32 or None (zeros); A_log, dt_bias [HV] fp32; a, b [T, HV] bf16;
+    cu_seqlens [N + 1] int64; scale float (0 means 1/sqrt(K)); output [T, HV, V] bf16;
+    new_state [N, HV, V, K] fp32. K and V must be powers of two >= 16 (tensor-core tiles).
+    """
+    total, num_qk_heads, head_k = q.shape
+    num_v_heads, head_v = v.shape[1], v.shape[2]
+    num_seqs = cu_seqlens.shape[0] - 1
+    if num_v_heads % num_qk_heads != 0:
+        raise ValueError(f"gdn prefill needs HV % HQ == 0; got q {tuple(q.shape)}, v {tuple(v.shape)}")
+    for name, size in (("head_k", head_k), ("head_v", head_v)):
+        if size < 16 or size & (size - 1):
+            raise ValueError(f"gdn prefill needs {name} a power of two >= 16, got {size}")
+    if scale is None or scale == 0.0:
+        scale = 1.0 / math.sqrt(head_k)
+    if state is not None and (state.stride(-1) != 1 or state.stride(-2) != head_k):
+        state = state.contiguous()  # the scan assumes dense [V, K] rows inside each head
+    if num_seqs <= 0:
+        return output, new_state
+    if total == 0:
+        new_state.copy_(state if state is not None else torch.zeros_like(new_state))
+        return output, new_state
+
+    # Stage-1 results, token-major like the inputs. fp32 keeps the chunk algebra exact enough
+    # for long sequences; they are the largest memory traffic of the whole computation.
+    w = torch.empty(total, num_v_heads, head_k, device=q.device, dtype=torch.float32)
+    u = torch.empty(total, num_v_heads, head_v, device=q.device, dtype=torch.float32)
+    g = torch.empty(total, num_v_heads, device=q.device, dtype=torch.float32)
+    group = num_v_heads // num_qk_heads
+
+    chunk_prep_kernel[prep_grid(total, num_seqs, num_v_heads)](
+        k, v, a, b, A_log, dt_bias, cu_seqlens,
+        w, u, g,
+        num_seqs,
+        k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        a.stride(0), b.stride(0),
+        w.stride(0), w.stride(1), u.stride(0), u.stride(1), g.stride(0),
+        NUM_V_HEADS=num_v_heads,
+        GROUP=group,
+        K=head_k,
+        V=head_v,
+        BLOCK_K=head_k,
+        BLOCK_V=head_v,
+        BLOCK_N=triton.next_power_of_2(num_seqs + 1),
+        CHUNK=CHUNK,
+        SUB=SUB,
+        F32_DOT=F32_DOT,
+        num_warps=4,
+    )
+
+    block_v, num_warps, num_stages = _scan_config(num_seqs, num_v_heads, head_v)
+    state_arg = state if state is not None else new_state  # never read when HAS_STATE=False
+    chunk_scan_kernel[(num_seqs, num_v_heads, triton.cdiv(head_v, block_v))](
+        q, k, w, u, g, cu_seqlens, state_arg,
+        output, new_state,
+        float(scale),
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1),
+        w.stride(0), w.stride(1), u.stride(0), u.stride(1), g.stride(0),
+        output.stride(0), output.stride(1),
+        state_arg.stride(0), state_arg.stride(1), new_state.stride(0), new_state.stride(1),
+        GROUP=group,
+        K=head_k,
+        V=head_v,
+        BLOCK_K=head_k,
+        BLOCK_V=block_v,
+        CHUNK=CHUNK,
+        HAS_STATE=state is not None,
+        F32_DOT=F32_DOT,
+        num_warps=num_warps,
+        num_stages=num_stages,
+    )
+    return output, new_state

@@ -1,0 +1,71 @@
+"""run_modal.py offline: no Modal token and no network needed.
+
+The remote function's body runs in-process through ``.local()``; sharding is checked against an
+unsharded run of the same flow.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+modal = pytest.importorskip("modal")
+
+
+@pytest.fixture(scope="module")
+def run_modal(repo_root: Path):
+    spec = importlib.util.spec_from_file_location("run_modal", repo_root / "scripts" / "run_modal.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["run_modal"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_module_builds_app_image_and_function(run_modal) -> None:
+    assert isinstance(run_modal.app, modal.App)
+    assert run_modal.PINNED_PACKAGES["torch"]
+    assert run_modal.REMOTE_ENV["FIB_CUDA_ARCH"] == "sm_100a"
+    assert run_modal.SHARD_TIMEOUT_S > 300  # Modal's default cuts a track short
+
+
+def test_modal_run_help_lists_the_options(repo_root: Path, monkeypatch) -> None:
+    from click.testing import CliRunner
+    from modal.cli.entry_point import entrypoint_cli
+
+    monkeypatch.chdir(repo_root)
+    result = CliRunner().invoke(entrypoint_cli, ["run", "scripts/run_modal.py", "--help"])
+    assert result.exit_code == 0, result.output
+    for flag in ("--gpu", "--volume", "--embedded", "--parallel", "--workloads", "--quick",
+                 "--iterations", "--warmup", "--trials", "--timeout", "--isolated", "--json",
+                 "--compare", "--config"):
+        assert flag in result.output, flag
+
+
+def test_dataset_root_is_found_at_or_below_the_mount(run_modal, tmp_path: Path) -> None:
+    assert run_modal.find_dataset_root(tmp_path) is None
+    (tmp_path / "dataset" / "definitions").mkdir(parents=True)
+    assert run_modal.find_dataset_root(tmp_path) == tmp_path / "dataset"
+    (tmp_path / "definitions").mkdir()
+    assert run_modal.find_dataset_root(tmp_path) == tmp_path
+
+
+def test_empty_volume_gives_one_line_with_the_fix(run_modal, monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(run_modal, "VOLUME_MOUNT", str(tmp_path))
+    out = run_modal.run_shard_body({"solution": {}, "definition": "d", "filters": None,
+                                    "quick": True, "engine": {}}, False, "my-vol")
+    assert "error" in out and "\n" not in out["error"]
+    assert "modal volume put my-vol ./mlsys26-contest /dataset" in out["error"]
+
+
+def test_split_request_covers_every_workload_once(run_modal) -> None:
+    from fib_core.project.runflow import RunRequest, shard_of
+
+    req = RunRequest(solution={}, definition="d", filters=None, quick=False, engine={})
+    shards = run_modal.split_request(req, 3)
+    assert [(s.shard, s.num_shards) for s in shards] == [(0, 3), (1, 3), (2, 3)]
+    items = list(range(10))
+    parts = [shard_of(items, s.shard, s.num_shards) for s in shards]
+    assert sorted(x for p in parts for x in p) == items

@@ -1,0 +1,49 @@
+"""The README's commands and config example cannot drift from the code."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+from fib_core.project.config import SCHEMA, config_from_dict
+
+
+def readme(repo_root: Path) -> str:
+    return (repo_root / "README.md").read_text(encoding="utf-8")
+
+
+def test_ci_runs_the_readmes_test_command(repo_root: Path) -> None:
+    text = readme(repo_root)
+    block = re.search(r"```bash\n# 1\. the main job.*?\n(.*?)\n\n# 2\. the tests\n(.*?)\n```", text, re.S)
+    assert block, "README quick start must hold the two commands"
+    main_cmd, test_cmd = block.group(1).strip(), block.group(2).strip()
+    assert main_cmd == "pip install -e . && python scripts/run_local.py"
+    ci_lines = (repo_root / ".ci" / "run").read_text().splitlines()
+    # .ci/run spells the same command with python3 -m and a quiet pip.
+    normalised = [
+        line.replace("python3 -m pip install -q", "pip install").replace("python3 -m", "python -m")
+        for line in ci_lines
+    ]
+    assert test_cmd in normalised
+
+
+def test_readme_config_example_is_valid(repo_root: Path, tmp_path: Path) -> None:
+    text = readme(repo_root)
+    block = re.search(r"## config\.toml\n\n```toml\n(.*?)```", text, re.S)
+    assert block
+    data = tomllib.loads(block.group(1))
+    cfg = config_from_dict(data, tmp_path / "config.toml")
+    assert cfg.build.entry_point == "kernel.py::run"
+    # Every documented key appears in the README example (set or commented out).
+    for section, keys in SCHEMA.items():
+        for key in keys:
+            assert re.search(rf"^#? ?{key} =", block.group(1), re.M), f"{section}.{key} missing"
+
+
+def test_every_script_flag_in_readme_exists(repo_root: Path) -> None:
+    text = readme(repo_root)
+    run_local = (repo_root / "scripts" / "run_local.py").read_text()
+    section = text.split("`run_local.py` packs", 1)[1].split("###", 1)[0]
+    for flag in re.findall(r"`(--[a-z-]+)", section):
+        assert f'"{flag}"' in run_local or f"'{flag}'" in run_local, flag
