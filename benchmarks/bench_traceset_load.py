@@ -77,9 +77,9 @@ def make_workload(rng: random.Random, def_name: str) -> Trace:
     return Trace(definition=def_name, workload=wl)
 
 
-def make_trace(rng: random.Random, workload_rec: Trace, solution: str) -> Trace:
+def make_trace(rng: random.Random, workload_rec: Trace, solution: str, fail_rate: float) -> Trace:
     env = Environment(hardware="NVIDIA B200", libs={"torch": "2.9.0", "triton": "3.5.0"})
-    if rng.random() < 0.85:
+    if rng.random() >= fail_rate:
         latency = rng.uniform(0.005, 2.0)
         evaluation = Evaluation(
             status=EvaluationStatus.PASSED,
@@ -116,8 +116,11 @@ def generate(root: Path, n_defs: int, n_workloads: int, n_traces: int, seed: int
             )
             dump_json(sol, root / "solutions" / author / f"{sol.name}.json")
             count = per_def_traces // len(AUTHORS)
+            # One author's kernel fails now and then (score 0); the others always pass.
+            fail_rate = 0.3 if author == AUTHORS[-1] else 0.0
             traces = [
-                make_trace(rng, workloads[k % per_def_workloads], sol.name) for k in range(count)
+                make_trace(rng, workloads[k % per_def_workloads], sol.name, fail_rate)
+                for k in range(count)
             ]
             dump_jsonl(traces, root / "traces" / author / definition.op_type
                        / f"{definition.name}.jsonl")

@@ -53,7 +53,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m fib_core", description=__doc__.split("\n\n")[0])
+    parser = _Parser(
+        prog="python -m fib_core",
+        description="Run kernel benchmarks on a FlashInfer-Trace dataset and read their results.",
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_run(sub.add_parser("run", help="benchmark solutions of a dataset"))
     report = sub.add_parser("report", help="read results stored in a dataset")
@@ -63,24 +66,52 @@ def build_parser() -> argparse.ArgumentParser:
         ("best", "fastest passing solution of each workload"),
     ):
         p = rsub.add_parser(name, help=text)
-        p.add_argument("--local", action="append", type=Path, required=True, metavar="PATH",
-                       help="dataset folder (repeatable)")
+        p.add_argument(
+            "--local",
+            action="append",
+            type=Path,
+            required=True,
+            metavar="PATH",
+            help="dataset folder (repeatable)",
+        )
     merge = rsub.add_parser("merge", help="merge dataset folders / run outputs into one")
-    merge.add_argument("--local", action="append", type=Path, required=True, metavar="PATH",
-                       help="source dataset folder (repeatable, merged in order)")
-    merge.add_argument("--output", "-o", type=Path, required=True, metavar="PATH",
-                       help="folder to write (created; an existing one is merged into)")
+    merge.add_argument(
+        "--local",
+        action="append",
+        type=Path,
+        required=True,
+        metavar="PATH",
+        help="source dataset folder (repeatable, merged in order)",
+    )
+    merge.add_argument(
+        "--output",
+        "-o",
+        type=Path,
+        required=True,
+        metavar="PATH",
+        help="folder to write (created; an existing one is merged into)",
+    )
     return parser
 
 
 def _add_run(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--local", action="append", type=Path, default=[], metavar="PATH",
-                   help="dataset folder, or solution JSON file/folder to add (repeatable); "
-                   "without a dataset, $FIB_DATASET_PATH or the embedded dataset is used")
+    p.add_argument(
+        "--local",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="PATH",
+        help="dataset folder, or solution JSON file/folder to add (repeatable); "
+        "without a dataset, $FIB_DATASET_PATH or the embedded dataset is used",
+    )
     p.add_argument("--definitions", nargs="+", metavar="NAME", help="only these definitions")
     p.add_argument("--solutions", nargs="+", metavar="NAME", help="only these solutions")
-    p.add_argument("--workloads", nargs="+", metavar="UUID",
-                   help="only these workloads (uuid or a prefix of 6+ characters)")
+    p.add_argument(
+        "--workloads",
+        nargs="+",
+        metavar="UUID",
+        help="only these workloads (uuid or a prefix of 6+ characters)",
+    )
     p.add_argument("--warmup-runs", type=int, metavar="N")
     p.add_argument("--iterations", type=int, metavar="N")
     p.add_argument("--num-trials", type=int, metavar="N")
@@ -88,16 +119,32 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rtol", type=float)
     p.add_argument("--required-matched-ratio", type=float, metavar="R")
     p.add_argument("--timeout", type=float, metavar="SECONDS", help="per solution x workload")
-    p.add_argument("--isolated", action="store_true", default=None,
-                   help="one process per solution x workload, as the organizers grade")
-    p.add_argument("--resume", action="store_true", default=None,
-                   help="skip (solution, workload) pairs that already have a trace")
-    p.add_argument("--save-results", action=argparse.BooleanOptionalAction, default=None,
-                   help="append traces to the dataset (default: yes)")
+    p.add_argument(
+        "--isolated",
+        action="store_true",
+        default=None,
+        help="one process per solution x workload, as the organizers grade",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        default=None,
+        help="skip (solution, workload) pairs that already have a trace",
+    )
+    p.add_argument(
+        "--save-results",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="append traces to the dataset (default: yes)",
+    )
     p.add_argument("--device", choices=("auto", "cuda", "cpu"))
     p.add_argument("--seed", type=int)
-    p.add_argument("--log-level", default="WARNING",
-                   choices=("DEBUG", "INFO", "WARNING", "ERROR"), type=str.upper)
+    p.add_argument(
+        "--log-level",
+        default="WARNING",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        type=str.upper,
+    )
 
 
 def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -129,15 +176,202 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, console: Any) -> int:
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
-    from fib_core.cli_run import run_command
+    from fib_core.bench.config import BenchmarkConfig
 
-    return run_command(
-        args.local,
-        config_overrides(args),
-        console,
-        dump_traces=args.save_results is not False,
-        resume=bool(args.resume),
+    config = BenchmarkConfig(**config_overrides(args))
+    dump = args.save_results is not False
+    trace_set = load_local(args.local, persist_solutions=dump)
+    total = count_pairs(trace_set, config)
+    if total == 0:
+        raise FibError(
+            "run: nothing to benchmark (no solution x workload pair matches); check --local, "
+            "--definitions, --solutions and --workloads"
+        )
+    from fib_core.report.render import progress_bar, render_results
+    from fib_core.report.rows import results_by_solution
+
+    with _benchmark_class()(trace_set, config) as benchmark, progress_bar(total, console) as cb:
+        traces = benchmark.run_all(dump_traces=dump, resume=bool(args.resume), on_event=cb)
+    if args.resume:  # show the whole picture: pairs finished earlier plus this run's
+        new = {id(t) for t in traces}
+        traces = [*(t for t in in_scope_traces(trace_set, config) if id(t) not in new), *traces]
+    authors = {name: sol.author for name, sol in _solutions_by_name(trace_set).items()}
+    failed = False
+    for results in results_by_solution(traces, authors=authors):
+        console.print()
+        summary = render_results(results, console)
+        failed = failed or not summary.all_passed
+    if dump and trace_set.root is not None:
+        console.print(f"traces appended under {trace_set.root / 'traces'}", highlight=False)
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def in_scope_traces(trace_set: Any, config: Any) -> list[Any]:
+    """Stored traces of the (definition, solution, workload) triples a run with ``config`` covers."""
+    out = []
+    for name, traces in trace_set.traces.items():
+        if config.definitions is not None and name not in config.definitions:
+            continue
+        for t in traces:
+            if config.solutions is not None and t.solution not in config.solutions:
+                continue
+            if t.evaluation is not None and config.matches_workload(t.workload.uuid):
+                out.append(t)
+    return out
+
+
+def _benchmark_class() -> Any:
+    import fib_core.bench as bench
+
+    if hasattr(bench, "Benchmark"):
+        return bench.Benchmark
+    from fib_core.bench.runner import Benchmark
+
+    return Benchmark
+
+
+def count_pairs(trace_set: Any, config: Any) -> int:
+    """How many (solution, workload) pairs a run with ``config`` covers: the progress total."""
+    total = 0
+    for name in trace_set.definitions:
+        if config.definitions is not None and name not in config.definitions:
+            continue
+        chosen = [s for s in trace_set.solutions.get(name, []) if config.solutions is None or s.name in config.solutions]
+        workloads = [
+            w for w in trace_set.workloads.get(name, []) if config.matches_workload(w.workload.uuid)
+        ]
+        total += len(chosen) * len(workloads)
+    return total
+
+
+def classify_local(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
+    """Split ``--local`` paths into dataset folders and solution JSON files.
+
+    A folder holding ``definitions/`` is a dataset; a ``.json`` file is a solution; any other
+    folder contributes every ``.json`` file under it as a solution.
+    """
+    datasets: list[Path] = []
+    solutions: list[Path] = []
+    for path in paths:
+        if not path.exists():
+            raise FibError(
+                f"--local {path}: no such file or folder; pass a dataset folder or a solution JSON"
+            )
+        if path.is_dir() and (path / "definitions").is_dir():
+            if all(path.resolve() != d.resolve() for d in datasets):  # named twice: load once
+                datasets.append(path)
+        elif path.is_file() and path.suffix == ".json":
+            solutions.append(path)
+        elif path.is_dir():
+            found = sorted(p for p in path.rglob("*.json") if p.is_file())
+            if not found:
+                raise FibError(
+                    f"--local {path}: neither a dataset (no definitions/ folder) nor a folder of "
+                    "solution JSON files"
+                )
+            solutions += found
+        else:
+            raise FibError(f"--local {path}: expected a dataset folder or a solution .json file")
+    return datasets, solutions
+
+
+def load_local(paths: Sequence[Path], *, persist_solutions: bool) -> Any:
+    """One TraceSet from ``--local`` paths (default dataset when none is a dataset).
+
+    Later datasets add their definitions, workloads, solutions and traces to the first, whose
+    folder receives the new traces; what two datasets share (same name, same content) is kept
+    once. Solution files join in memory, and are also written into the dataset when
+    ``persist_solutions`` (results are being saved: the traces then keep pointing at a solution
+    the dataset holds).
+    """
+    from fib_core.data import Solution, load_json
+    from fib_core.data.traceset import TraceSet
+
+    dataset_paths, solution_files = classify_local(paths)
+    if not dataset_paths:
+        from fib_core.dataset import default_dataset_path
+
+        dataset_paths = [Path(default_dataset_path())]
+    merged = _Merged()
+    sets = [load_trace_set(p) for p in dataset_paths]
+    for ts in sets:
+        merged.add_dataset(ts)
+    loaded = [(load_json(f, Solution), str(f)) for f in solution_files]
+    to_add = [sol for sol, source in loaded if merged.add_solution(sol, source)]
+    if persist_solutions:  # write them through the TraceSet, which files them in the dataset
+        for sol in to_add:
+            merged.solutions[sol.definition].remove(sol)
+    trace_set = TraceSet(
+        root=sets[0].root,
+        definitions=merged.definitions,
+        solutions=merged.solutions,
+        workloads=merged.workloads,
+        traces=merged.traces,
     )
+    if persist_solutions:
+        for sol in to_add:
+            trace_set.add_solution(sol)
+    return trace_set
+
+
+class _Merged:
+    """Definitions, solutions, workloads and traces gathered from several datasets."""
+
+    def __init__(self) -> None:
+        self.definitions: dict[str, Any] = {}
+        self.solutions: dict[str, list[Any]] = {}
+        self.workloads: dict[str, list[Any]] = {}
+        self.traces: dict[str, list[Any]] = {}
+        self._solution_names: dict[str, Any] = {}
+        self._workload_uuids: set[str] = set()
+
+    def add_dataset(self, ts: Any) -> None:
+        for name, definition in ts.definitions.items():
+            held = self.definitions.setdefault(name, definition)
+            if held is not definition and held.to_dict() != definition.to_dict():
+                raise FibError(
+                    f"--local {ts.root}: definition {name!r} differs from the one in an earlier "
+                    "dataset; pass only one of them"
+                )
+        for sols in ts.solutions.values():
+            for sol in sols:
+                self.add_solution(sol, str(ts.root))
+        for name, records in ts.workloads.items():
+            for record in records:
+                if record.workload.uuid not in self._workload_uuids:
+                    self._workload_uuids.add(record.workload.uuid)
+                    self.workloads.setdefault(name, []).append(record)
+        for name, traces in ts.traces.items():
+            self.traces.setdefault(name, []).extend(traces)
+
+    def add_solution(self, sol: Any, source: str) -> bool:
+        """Add ``sol``; False when an identical one is already there (a conflict raises)."""
+        if sol.definition not in self.definitions:
+            raise FibError(
+                f"--local {source}: solution {sol.name!r} is for definition {sol.definition!r}, "
+                "which the dataset does not hold; pass the dataset that defines it with --local"
+            )
+        held = self._solution_names.get(sol.name)
+        if held is not None:
+            if held.hash() != sol.hash():
+                raise FibError(
+                    f"--local {source}: solution {sol.name!r} is already in the dataset with "
+                    "other sources; rename yours (the `name` field) or remove the other copy"
+                )
+            return False
+        self._solution_names[sol.name] = sol
+        self.solutions.setdefault(sol.definition, []).append(sol)
+        return True
+
+
+def load_trace_set(path: Path) -> Any:
+    from fib_core.data.traceset import TraceSet
+
+    return TraceSet.from_path(path)
+
+
+def _solutions_by_name(trace_set: Any) -> dict[str, Any]:
+    return {s.name: s for items in trace_set.solutions.values() for s in items}
 
 
 def _report(args: argparse.Namespace, console: Any) -> int:
@@ -152,9 +386,10 @@ def _report(args: argparse.Namespace, console: Any) -> int:
             f"copied, {stats.records_added} records added, {stats.duplicates_dropped} duplicates "
             "dropped",
             highlight=False,
+            soft_wrap=True,
         )
         return EXIT_OK
-    found = [st for path in args.local for st in views.standings(_load_dataset(path))]
+    found = [st for path in args.local for st in views.standings(load_trace_set(path))]
     if not found:
         console.print("no traces found: run `python -m fib_core run --local PATH` first")
         return EXIT_FAILED
@@ -164,9 +399,3 @@ def _report(args: argparse.Namespace, console: Any) -> int:
     entries = views.best_per_workload(found)
     views.render_best(entries, console)
     return EXIT_OK if entries else EXIT_FAILED
-
-
-def _load_dataset(path: Path) -> Any:
-    from fib_core.cli_run import load_trace_set
-
-    return load_trace_set(path)

@@ -87,7 +87,7 @@ def main() -> int:
     )
     request = make_request(ws.cfg, solution, opts)
     request.dataset_path = str(ws.dataset_path)
-    with progress_bar(console) as on_event:
+    with progress_bar(console=console) as on_event:
         shard = execute(request, on_event=on_event)
     return finish([shard], ws.definition, opts, console)
 

@@ -1,0 +1,92 @@
+"""fib_core.bench — the benchmark engine: inputs -> reference -> check -> timing, in workers.
+
+Public API (other packages and launchers rely on these names)::
+
+    from fib_core.bench import Benchmark, BenchmarkConfig
+
+    with Benchmark(trace_set, BenchmarkConfig(iterations=20), on_event=print) as bench:
+        traces = bench.run_all(dump_traces=True, resume=False)          # list[Trace]
+        traces = bench.run_solution(solution, workloads=None, on_event=cb)  # list[Trace]
+
+- ``BenchmarkConfig`` (frozen dataclass, :mod:`.config`): warmup_runs=10, iterations=50,
+  num_trials=3, atol/rtol/required_matched_ratio=None (None = the definition's default),
+  timeout_seconds=300, isolated=False, device="auto"|"cuda"|"cpu", seed=0,
+  timing_method="auto"|"cupti"|"profiler"|"events"|"wall-clock", num_input_sets=4,
+  definitions/solutions/workloads filters (None = all), profile_baseline=True,
+  allow_input_mutation=False, generator_modules=() (imported in each worker),
+  input_memory_fraction=0.4, reference_time_budget_s=20, build_options=None (a
+  ``fib_core.compile.BuildOptions`` passed to ``build``), extra={}. ``with_overrides(**set_flags)``
+  applies only the values that are not None (CLI flags that were set).
+- ``Benchmark.run_solution(solution, workloads=None, progress=None, *, on_event=None,
+  dump_traces=False, resume=False)``: ``workloads`` are workload records (Trace) or Workloads.
+- Events passed to ``on_event`` in the parent (:mod:`.events`): ``SolutionStarted(solution,
+  definition, total)``, ``WorkloadStarted(uuid, index, total, solution)``,
+  ``WorkloadFinished(trace, index, total)``, ``WorkloadSkipped(uuid, solution, index, total)``,
+  ``Log(message, level)``.
+- Inputs (:mod:`.inputs`): ``generate_inputs(definition, workload, *, seed, device,
+  dataset_root, input_set=0, blob_cache=None) -> list``; ``register_input_generator(name)``
+  decorating ``fn(definition, axes, gen, device) -> dict[str, Tensor]``.
+- Correctness (:mod:`.check`): ``Tolerance``, ``resolve_tolerance(definition, config)``
+  (defaults -> op_type -> definition ``"tolerance": {...}`` key -> config), ``check_outputs``,
+  ``CheckResult(status, correctness, message)``, ``register_checker(name)`` (a definition name
+  or a ``"checker"`` kind declared in the definition JSON).
+
+Trace extras written by the engine: ``evaluation`` gets seed, device ("cuda"/"cpu"),
+solution_hash, runner, tolerance, num_input_sets, warnings, clocks, harness_seconds,
+mutated_inputs and, on CPU, ``"timing": "wall-clock, not comparable"``; ``performance`` gets
+timing_method, warmup_runs, iterations, num_trials, spread {overall, trials: [min, p10, median,
+p90, max, mean, std]}, timing_warnings and reference_timing; ``correctness.extra`` gets the
+checker, tolerance and per-output mismatch statistics.
+
+Importing this package does not import torch; the engine's heavy modules load on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fib_core.bench.config import BenchmarkConfig
+from fib_core.bench.events import (
+    Log,
+    SolutionStarted,
+    WorkloadFinished,
+    WorkloadSkipped,
+    WorkloadStarted,
+)
+
+__all__ = [
+    "Benchmark",
+    "BenchmarkConfig",
+    "CheckResult",
+    "Log",
+    "SolutionStarted",
+    "Tolerance",
+    "WorkloadFinished",
+    "WorkloadSkipped",
+    "WorkloadStarted",
+    "check_outputs",
+    "generate_inputs",
+    "register_checker",
+    "register_input_generator",
+    "resolve_tolerance",
+]
+
+_LAZY = {
+    "Benchmark": "fib_core.bench.runner",
+    "CheckResult": "fib_core.bench.check",
+    "Tolerance": "fib_core.bench.check",
+    "check_outputs": "fib_core.bench.check",
+    "register_checker": "fib_core.bench.check",
+    "resolve_tolerance": "fib_core.bench.check",
+    "generate_inputs": "fib_core.bench.inputs",
+    "register_input_generator": "fib_core.bench.inputs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fib_core.bench' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

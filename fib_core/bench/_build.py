@@ -13,6 +13,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from fib_core.errors import BuildError
@@ -23,6 +24,10 @@ def build_solution(solution: Any, definition: Any, options: Any = None) -> Any:
     try:
         from fib_core.compile import build  # type: ignore[attr-defined]
     except ImportError:
+        return _fallback_build(solution, definition)
+    if isinstance(build, ModuleType):  # the package does not re-export it (yet)
+        build = getattr(build, "build", None)
+    if not callable(build):
         return _fallback_build(solution, definition)
     return build(solution, definition, options)
 

@@ -50,6 +50,8 @@ class BenchmarkConfig:
     input_memory_fraction: float = 0.4
     # Cap on the time spent timing the (often slow, plain-PyTorch) reference per trial.
     reference_time_budget_s: float = 20.0
+    # A fib_core.compile.BuildOptions for the solutions' builds (None = the builder's defaults).
+    build_options: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

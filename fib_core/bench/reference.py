@@ -176,10 +176,13 @@ def _atomic(path: Path, write: Callable[[Path], Any]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         write(tmp)
         os.replace(tmp, path)
-    except OSError as err:
+    except Exception as err:  # OSError, or the safetensors writer's own error type
         log.warning("cannot write the reference cache at %s (%s); set FIB_CACHE_DIR to a "
                     "writable folder to keep references between runs", path, err)
-        tmp.unlink(missing_ok=True)
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 def reference_outputs(

@@ -28,6 +28,7 @@ EVENTS_WARNING = "CUDA events include launch overhead and gaps between kernels"
 WALL_CLOCK_LABEL = "wall-clock, not comparable"
 DEFAULT_L2_BYTES = 64 * 1024 * 1024
 _MARK = "fib_timed_call_"
+FALLBACK_NOTE = "the kernel-only timer saw no kernels; fell back to events: "
 
 
 def spread(samples_ms: list[float]) -> dict[str, float]:
@@ -160,6 +161,8 @@ def measure(
         times, note = timer(call, prepare, index, iterations, flusher)
         if note and note not in warnings:
             warnings.append(note)
+        if note and note.startswith(FALLBACK_NOTE):
+            method = "events"  # say what was really measured
         index += iterations
         if after_trial is not None:
             after_trial(trial, index - 1)
@@ -225,7 +228,7 @@ def _time_profiler(call, prepare, start, n, flusher):
     if not any(times):
         # The profiler could not tie kernels to calls (or nothing ran on the GPU): fall back.
         events_times, _ = _time_events(call, prepare, start, n, flusher)
-        return events_times, "profiler saw no kernels; fell back to " + EVENTS_WARNING
+        return events_times, FALLBACK_NOTE + EVENTS_WARNING
     return times, None
 
 

@@ -1,7 +1,7 @@
 """BuildOptions: what a contestant controls about a build beyond the solution itself.
 
-These settings change the binary, so each builder folds the ones it uses into the cache key
-(:meth:`BuildOptions.key_fields`); the solution's own content is keyed by ``Solution.hash()``.
+These settings change the binary, so the compiling builders fold the ones they use into the
+cache key (beside ``Solution.hash()``, which covers the solution's own content).
 """
 
 from __future__ import annotations

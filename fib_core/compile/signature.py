@@ -98,7 +98,8 @@ def _pybind_params(fn: Callable[..., Any]) -> list[str] | None:
 
     Overloaded functions (several signatures) are left unchecked.
     """
-    if type(fn).__name__ != "builtin_function_or_method":
+    owner = type(getattr(fn, "__self__", None)).__name__
+    if owner != "PyCapsule" and not owner.startswith("pybind11"):
         return None
     doc = (getattr(fn, "__doc__", None) or "").strip()
     if not doc or "Overloaded function" in doc.splitlines()[0]:

@@ -17,6 +17,21 @@ from fib_core.errors import SchemaError
 JSON_OBJECT = "a JSON object"
 
 
+class _JsonNull:
+    """Stands for a JSON null in messages (``found=None`` would mean "nothing to show")."""
+
+    def __repr__(self) -> str:
+        return "null"
+
+
+NULL = _JsonNull()
+
+
+def shown(value: Any) -> Any:
+    """The value as an error message should show it: None becomes ``null``."""
+    return NULL if value is None else value
+
+
 def join(prefix: str, field: str | None) -> str:
     """Field path ``prefix.field`` (either part may be empty)."""
     if not prefix:
@@ -38,7 +53,7 @@ def nested(err: SchemaError, prefix: str) -> SchemaError:
 
 def as_object(value: Any, field: str) -> dict:
     if not isinstance(value, dict):
-        raise SchemaError(JSON_OBJECT, field=field or None, found=value)
+        raise SchemaError(JSON_OBJECT, field=field or None, found=shown(value))
     return value
 
 
@@ -51,37 +66,37 @@ def require(d: dict, key: str, field: str) -> Any:
 
 def check_str(value: Any, field: str, *, non_empty: bool = True) -> str:
     if not isinstance(value, str) or (non_empty and not value):
-        raise SchemaError("a non-empty string" if non_empty else "a string", field=field, found=value)
+        raise SchemaError("a non-empty string" if non_empty else "a string", field=field, found=shown(value))
     return value
 
 
 def check_opt_str(value: Any, field: str) -> str | None:
     if value is not None and not isinstance(value, str):
-        raise SchemaError("a string or null", field=field, found=value)
+        raise SchemaError("a string or null", field=field, found=shown(value))
     return value
 
 
 def check_int(value: Any, field: str, *, minimum: int | None = 0) -> int:
     # bool is an int subclass in Python but not in the format.
     if not isinstance(value, int) or isinstance(value, bool):
-        raise SchemaError("an integer", field=field, found=value)
+        raise SchemaError("an integer", field=field, found=shown(value))
     if minimum is not None and value < minimum:
-        raise SchemaError(f"an integer >= {minimum}", field=field, found=value)
+        raise SchemaError(f"an integer >= {minimum}", field=field, found=shown(value))
     return value
 
 
 def check_bool(value: Any, field: str) -> bool:
     if not isinstance(value, bool):
-        raise SchemaError("true or false", field=field, found=value)
+        raise SchemaError("true or false", field=field, found=shown(value))
     return value
 
 
 def check_str_list(value: Any, field: str) -> list[str]:
     if not isinstance(value, list):
-        raise SchemaError("a list of strings", field=field, found=value)
+        raise SchemaError("a list of strings", field=field, found=shown(value))
     for i, item in enumerate(value):
         if not isinstance(item, str):
-            raise SchemaError("a string", field=f"{field}[{i}]", found=item)
+            raise SchemaError("a string", field=f"{field}[{i}]", found=shown(item))
     return value
 
 
@@ -89,7 +104,7 @@ def check_str_dict(value: Any, field: str) -> dict[str, str]:
     as_object(value, field)
     for key, item in value.items():
         if not isinstance(item, str):
-            raise SchemaError("a string", field=f"{field}.{key}", found=item)
+            raise SchemaError("a string", field=f"{field}.{key}", found=shown(item))
     return value
 
 
@@ -108,9 +123,9 @@ def read_float(value: Any, field: str, *, non_negative: bool = False) -> float:
                 'a number (or "Infinity", "-Infinity", "NaN")', field=field, found=value
             ) from None
     elif not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise SchemaError("a number", field=field, found=value)
+        raise SchemaError("a number", field=field, found=shown(value))
     if non_negative and value < 0:  # NaN compares false: allowed, as in the format
-        raise SchemaError("a number >= 0 (or NaN)", field=field, found=value)
+        raise SchemaError("a number >= 0 (or NaN)", field=field, found=shown(value))
     return float(value)
 
 

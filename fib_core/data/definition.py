@@ -235,7 +235,8 @@ class Definition:
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "run":
                 args = node.args
-                self._signature = [a.arg for a in (*args.posonlyargs, *args.args)]
+                names = [a.arg for a in (*args.posonlyargs, *args.args)]
+                self.__dict__["_signature"] = (self.reference, names)
                 return
         raise SchemaError("a top-level function named 'run'", field="reference")
 
@@ -389,9 +390,11 @@ class Definition:
 
     def reference_signature(self) -> list[str]:
         """Positional parameter names of the reference's top-level ``run``."""
-        if getattr(self, "_signature", None) is None:
+        cached = self.__dict__.get("_signature")
+        if cached is None or cached[0] != self.reference:
             self._check_reference()
-        return list(self._signature)
+            cached = self.__dict__["_signature"]
+        return list(cached[1])
 
     def content_hash(self) -> str:
         """sha256 of the canonical JSON: any change to the contract or reference changes it."""

@@ -251,8 +251,8 @@ class Evaluation:
         return s.in_order(out, self._keys)
 
 
-def _brief(value: object) -> str:
-    return "null" if value is None else type(value).__name__
+def _brief(value: object) -> object:
+    return s.NULL if value is None else type(value).__name__
 
 
 @dataclass

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 DATASET_ENV = "FIB_DATASET_PATH"
 DEFAULT_DATASET_PATH = Path("~/.cache/flashinfer_bench/dataset")
+DATASET_FOLDERS = ("definitions", "solutions", "workloads", "traces")
 
 
 def default_dataset_root() -> Path:
@@ -62,20 +63,24 @@ class TraceSet:
         if self.root is not None:
             self.root = Path(self.root)
         self._solution_by_name: dict[str, Solution] = {}
+        self._solution_files: dict[str, Path] = {}
         for sols in self.solutions.values():
             for sol in sols:
                 self._index_solution(sol)
 
     def _index_solution(self, sol: Solution, file: Path | None = None) -> None:
         if sol.name in self._solution_by_name:
+            first = self._solution_files.get(sol.name)
             raise SchemaError(
                 "a solution name used once in the dataset",
                 file=file,
                 field="name",
                 found=sol.name,
-                hint="rename one of the two solutions",
+                hint=f"also used by {first}; rename one" if first else "rename one of the two",
             )
         self._solution_by_name[sol.name] = sol
+        if file is not None:
+            self._solution_files[sol.name] = file
 
     # --- loading --------------------------------------------------------------------------
 
@@ -87,6 +92,12 @@ class TraceSet:
             raise DatasetNotFoundError(
                 root, "dataset folder",
                 f"pass the dataset root or set {DATASET_ENV}; it holds definitions/ and workloads/",
+            )
+        if not any((root / sub).is_dir() for sub in DATASET_FOLDERS):
+            # Most likely a folder above or below the dataset root: say so rather than load nothing.
+            raise DatasetNotFoundError(
+                root, "dataset folders (" + ", ".join(f"{s}/" for s in DATASET_FOLDERS) + ")",
+                "is this the dataset root? point at the folder that holds definitions/",
             )
         # Building ~10 objects a record makes the cyclic GC rescan the growing heap again and
         # again (a third of the load time at 50,000 traces); records hold no cycles, so pause it.
@@ -101,6 +112,7 @@ class TraceSet:
     @classmethod
     def _load(cls, root: Path) -> TraceSet:
         ts = cls(root=root)
+        definition_files: dict[str, Path] = {}
         for file in _files(root / "definitions", "*.json"):
             definition = load_json(file, Definition)
             if definition.name in ts.definitions:
@@ -109,9 +121,10 @@ class TraceSet:
                     file=file,
                     field="name",
                     found=definition.name,
-                    hint="two definition files declare this name; remove one",
+                    hint=f"also declared by {definition_files[definition.name]}; remove one",
                 )
             ts.definitions[definition.name] = definition
+            definition_files[definition.name] = file
         for file in _files(root / "solutions", "*.json"):
             sol = load_json(file, Solution)
             ts._index_solution(sol, file)

@@ -74,7 +74,7 @@ def dsa_context_lengths(
     """
     longest = min(capacity, 4 * topk)
     lengths = _uniform_int(1, longest, num_tokens, gen)
-    lengths[0] = min(lengths[0], topk - 1, capacity)
+    lengths[0] = _uniform_int(1, min(topk - 1, capacity), 1, gen)[0]
     if num_tokens >= 2 and capacity >= topk:
         lengths[-1] = max(lengths[-1], topk)
     return lengths

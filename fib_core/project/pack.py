@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from fib_core.errors import ConfigError, SignatureError
+from fib_core.errors import ConfigError
 
 if TYPE_CHECKING:
     from fib_core.data import Definition, Solution
@@ -147,41 +147,12 @@ def check_entry_function(cfg: KitConfig, source: str, definition: Definition | N
         )
     if definition is None or func.args.vararg is not None:
         return
+    from fib_core.compile.signature import check_signature
+
     params = [a.arg for a in func.args.posonlyargs + func.args.args]
-    required = len(params) - len(func.args.defaults)
-    check_parameters(definition, params, required, cfg.build.destination_passing_style)
-
-
-def expected_parameters(definition: Definition, dps: bool) -> list[str]:
-    """The positional parameters the engine passes: inputs, then outputs in DPS."""
-    names = list(definition.inputs)
-    return names + list(definition.outputs) if dps else names
-
-
-def signature_message(definition: Definition, got: list[str], dps: bool) -> str:
-    """The one-line mismatch message shared by the packer and the builder's check."""
-    exp = expected_parameters(definition, dps)
-    style = (
-        "destination-passing style: inputs then outputs"
-        if dps
-        else "value-returning: inputs only, outputs returned"
-    )
-    other = expected_parameters(definition, not dps)
-    fix = ""
-    if len(got) == len(other):
-        fix = (
-            f"; set destination_passing_style = {str(not dps).lower()} under [build] in "
-            "config.toml if that is how your function works"
-        )
-    return f"expected run({', '.join(exp)}) ({style}), got run({', '.join(got)}){fix}"
-
-
-def check_parameters(definition: Definition, params: list[str], required: int, dps: bool) -> None:
-    """Raise SignatureError when ``params`` cannot take the engine's positional arguments."""
-    n = len(expected_parameters(definition, dps))
-    if required <= n <= len(params):
-        return
-    raise SignatureError(signature_message(definition, params, dps))
+    required = params[: len(params) - len(func.args.defaults)]
+    # Parameters with defaults may stay unfilled: check against the required ones.
+    check_signature(None, definition, cfg.build.destination_passing_style, fn, params=required)
 
 
 def _cuda_exports(source: str, fn: str, binding: str) -> bool:

@@ -35,7 +35,10 @@ if TYPE_CHECKING:
     from fib_core.project.config import KitConfig
 
 # A CPU run only proves correctness; keep it short.
-CPU_SMOKE_TIMING = {"warmup_runs": 1, "iterations": 3, "num_trials": 1}
+CPU_SMOKE_TIMING = {"warmup_runs": 0, "iterations": 1, "num_trials": 1, "num_input_sets": 1}
+
+# config.toml [build] keys that reach the compiler (fib_core.compile.BuildOptions)
+_BUILD_KEYS = ("cuda_arch", "extra_cuda_cflags", "extra_cflags", "extra_ldflags", "include_dirs")
 
 # config.toml [benchmark] key -> BenchmarkConfig field
 _CONFIG_TO_ENGINE = {
@@ -81,6 +84,7 @@ class RunRequest:
     filters: list[str] | None
     quick: bool
     engine: dict[str, Any]
+    build: dict[str, Any] = field(default_factory=dict)
     device: str | None = None
     dataset_path: str | None = None
     shard: int = 0
@@ -123,8 +127,17 @@ def make_request(cfg: KitConfig, solution: Solution, opts: RunOptions) -> RunReq
         filters=list(filters) if filters else None,
         quick=opts.quick,
         engine=engine_settings(cfg, opts),
+        build=build_settings(cfg),
         device=opts.device,
     )
+
+
+def build_settings(cfg: KitConfig) -> dict[str, Any]:
+    """BuildOptions fields from ``[build]``; include folders resolved against the fork's root."""
+    settings = {k: getattr(cfg.build, k) for k in _BUILD_KEYS if getattr(cfg.build, k)}
+    if "include_dirs" in settings:
+        settings["include_dirs"] = [str((cfg.root / d).resolve()) for d in settings["include_dirs"]]
+    return settings
 
 
 def resolve_device(requested: str | None) -> str:
@@ -182,7 +195,9 @@ def execute(
     if device == "cpu":
         for key, value in CPU_SMOKE_TIMING.items():
             engine.setdefault(key, value)
-    config = BenchmarkConfig(device=device, **engine)
+    from fib_core.compile import BuildOptions
+
+    config = BenchmarkConfig(device=device, build_options=BuildOptions(**request.build), **engine)
     solution = Solution.from_dict(request.solution)
     with Benchmark(trace_set, config) as bench:
         traces = bench.run_solution(solution, mine, on_event=on_event) if mine else []

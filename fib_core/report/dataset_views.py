@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from fib_core.report.render import fmt_ms, fmt_speedup
+from fib_core.report.render import fmt_ms, fmt_speedup, readable_width
 from fib_core.report.results import RunResults, WorkloadResult
 from fib_core.report.rows import results_by_solution
 from fib_core.report.summary import Summary, summarize
@@ -28,6 +28,7 @@ class SolutionStanding:
 
     results: RunResults
     summary: Summary
+    not_run: int = 0  # workloads of the definition this solution has no trace for
 
 
 @dataclass(frozen=True)
@@ -41,11 +42,9 @@ class BestEntry:
 
 def standings(trace_set: Any) -> list[SolutionStanding]:
     """Every (definition, solution) with traces, by definition then contest score (best first)."""
-    authors = {
-        s.name: s.author for sols in trace_set.solutions.values() for s in sols if s.author
-    }
+    authors = {s.name: s.author for sols in trace_set.solutions.values() for s in sols if s.author}
     runs = results_by_solution(_all_traces(trace_set), authors=authors)
-    out = [SolutionStanding(r, summarize(r)) for r in runs]
+    out = [SolutionStanding(r, summarize(r), _not_run(trace_set, r)) for r in runs]
     out.sort(key=lambda s: (s.results.definition, -s.summary.score, str(s.results.solution)))
     return out
 
@@ -65,8 +64,18 @@ def best_per_workload(found: Iterable[SolutionStanding]) -> list[BestEntry]:
 
 
 def render_standings(found: list[SolutionStanding], console: Console) -> None:
-    table = _table(console, "definition", "solution", "author", "device", "passed", "score",
-                   "mean speedup (passing)", "slowest")
+    table = _table(
+        console,
+        "definition",
+        "solution",
+        "author",
+        "device",
+        "passed",
+        "score",
+        "mean speedup (passing)",
+        "not run",
+        "slowest",
+    )
     for st in found:
         s, r = st.summary, st.results
         slowest = f"{s.slowest[0][0][:8]} {fmt_ms(s.slowest[0][1])}" if s.slowest else "-"
@@ -78,16 +87,17 @@ def render_standings(found: list[SolutionStanding], console: Console) -> None:
             f"{s.passed}/{s.total}",
             fmt_speedup(s.score) if s.all_passed else "0",
             fmt_speedup(s.mean_speedup_passed),
+            str(st.not_run),
             slowest,
         )
-    console.print(table)
+    with readable_width(console):
+        console.print(table)
     if any(st.results.is_cpu_smoke for st in found):
         console.print("[yellow]rows measured on cpu are smoke runs: timings are not comparable[/]")
 
 
 def render_best(entries: list[BestEntry], console: Console) -> None:
-    table = _table(console, "definition", "workload", "axes", "best solution", "latency",
-                   "speedup")
+    table = _table(console, "definition", "workload", "axes", "best solution", "latency", "speedup")
     for e in entries:
         table.add_row(
             escape(e.definition),
@@ -97,7 +107,8 @@ def render_best(entries: list[BestEntry], console: Console) -> None:
             fmt_ms(e.row.latency_ms),
             fmt_speedup(e.row.speedup),
         )
-    console.print(table)
+    with readable_width(console):
+        console.print(table)
 
 
 def _table(console: Console, *columns: str) -> Table:
@@ -113,6 +124,12 @@ def _better(row: WorkloadResult, held: WorkloadResult) -> bool:
     if a != b:
         return a > b
     return (row.latency_ms or float("inf")) < (held.latency_ms or float("inf"))
+
+
+def _not_run(trace_set: Any, results: RunResults) -> int:
+    measured = {r.uuid for r in results.rows}
+    workloads = trace_set.workloads.get(results.definition, [])
+    return sum(1 for w in workloads if w.workload.uuid not in measured)
 
 
 def _all_traces(trace_set: Any) -> list[Any]:

@@ -66,7 +66,9 @@ def _dataset_files(root: Path) -> list[Path]:
     for sub in DATASET_FOLDERS:
         base = root / sub
         if base.is_dir():
-            files += sorted(p for p in base.rglob("*") if p.is_file() and not p.name.startswith("."))
+            files += sorted(
+                p for p in base.rglob("*") if p.is_file() and not p.name.startswith(".")
+            )
     return files
 
 

@@ -9,23 +9,26 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from fib_core.report.compare import Delta, comparability_warning
 from fib_core.report.compare import compare as compare_runs
+from fib_core.report.progress import progress_bar
 from fib_core.report.results import RunResults, WorkloadResult
 from fib_core.report.summary import Summary, summarize
 
 LOG_WIDTH = 160
+MAX_NOTES = 5
 _STATUS_STYLE = {"PASSED": "green", "TIMEOUT": "yellow"}
+
+__all__ = ["fmt_ms", "fmt_speedup", "progress_bar", "readable_width", "render_results"]
 
 
 def render_results(
@@ -41,9 +44,10 @@ def render_results(
     """
     deltas, warning = _deltas(results, compare)
     summary = summarize(results)
-    with _readable_width(console):
+    with readable_width(console):
         _print_header(results, console)
         _say(console, _results_table(results, deltas, console))
+        _print_notes(results, console)
         _print_failures(results, console)
         _print_summary(results, summary, console)
         if deltas is not None:
@@ -62,7 +66,7 @@ def _deltas(
 
 
 @contextlib.contextmanager
-def _readable_width(console: Console) -> Iterator[None]:
+def readable_width(console: Console) -> Iterator[None]:
     """Widen a non-terminal console for the duration of a report, then restore it."""
     if console.is_terminal or console.width >= LOG_WIDTH:
         yield
@@ -138,6 +142,24 @@ def _roofline_cell(row: WorkloadResult) -> str:
     return f"{text} ({row.achieved})" if row.achieved else text
 
 
+def _print_notes(results: RunResults, console: Console) -> None:
+    """Timing method(s) used and each distinct engine warning, with how many workloads had it."""
+    methods = sorted({r.timing_method for r in results.rows if r.timing_method})
+    if methods:
+        _say(console, f"timing: {escape(', '.join(methods))}")
+    counts: dict[str, int] = {}
+    for row in results.rows:
+        for w in row.warnings:
+            counts[w] = counts.get(w, 0) + 1
+    shown = list(counts.items())[:MAX_NOTES]
+    for text, n in shown:
+        _say(
+            console, f"[yellow]note:[/yellow] {escape(text)} ({n} of {len(results.rows)} workloads)"
+        )
+    if len(counts) > len(shown):
+        _say(console, f"[yellow]note:[/yellow] ... and {len(counts) - len(shown)} more warnings")
+
+
 def _print_failures(results: RunResults, console: Console) -> None:
     failed = [r for r in results.rows if not r.passed]
     if not failed:
@@ -163,7 +185,7 @@ def _print_summary(results: RunResults, summary: Summary, console: Console) -> N
         _say(
             console,
             f"[bold]Score: {fmt_speedup(summary.score)}[/bold] "
-            f"(mean speedup over {summary.total} workloads)",
+            f"(mean speedup over {_plural(summary.total, 'workload')})",
         )
     else:
         mean = fmt_speedup(summary.mean_speedup_passed)
@@ -202,13 +224,15 @@ def _print_compare(deltas: list[Delta], warning: str | None, console: Console) -
 
 
 def fmt_ms(ms: float | None) -> str:
-    """Latency with a unit that keeps 3-4 significant digits: 7.21 us, 104.3 us, 1.532 ms."""
+    """Latency with a unit that keeps 3-4 significant digits: 7.21 us, 104.3 us, 1.532 ms, 1.80 s."""
     if ms is None:
         return "-"
     if ms < 1.0:
         us = ms * 1e3
         return f"{us:.2f} us" if us < 100 else f"{us:.1f} us"
-    return f"{ms:.3f} ms" if ms < 100 else f"{ms:.1f} ms"
+    if ms < 1000.0:
+        return f"{ms:.3f} ms" if ms < 100 else f"{ms:.1f} ms"
+    return f"{ms / 1e3:.2f} s"
 
 
 def fmt_speedup(x: float | None) -> str:
@@ -233,98 +257,8 @@ def fmt_delta(d: Delta) -> str:
     return f"[{style}]{text}[/{style}]"
 
 
-@contextlib.contextmanager
-def progress_bar(total: int, console: Console) -> Iterator[Callable[[Any], None]]:
-    """Live progress for a run; yields the ``on_event`` callback to hand to the engine.
-
-    Reads the engine's events by their fields only: an event carrying an evaluated ``trace``
-    (``WorkloadFinished``) counts one workload done; a ``WorkloadSkipped`` (``--resume``) counts
-    one skipped; a ``message`` with a
-    ``level`` of warning or error (``Log``) is printed. Anything else is ignored. Off a terminal,
-    one plain line per finished workload is printed instead of a redrawn bar, so CI logs show
-    the run's course.
-    """
-    tally = _Tally(total)
-    if not console.is_terminal:
-
-        def log_event(event: Any) -> None:
-            line = tally.consume(event)
-            if line:
-                _say(console, escape(line))
-
-        yield log_event
-        return
-
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("[green]{task.fields[passed]} passed[/green]"),
-        TextColumn("[red]{task.fields[failed]} failed[/red]"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    )
-    with progress:
-        task = progress.add_task("running", total=total, passed=0, failed=0)
-
-        def on_event(event: Any) -> None:
-            line = tally.consume(event)
-            if tally.last_kind == "message" and line:
-                _say(progress.console, escape(line))
-            progress.update(
-                task,
-                completed=tally.done,
-                description=escape(tally.label),
-                passed=tally.passed,
-                failed=tally.failed,
-            )
-
-        yield on_event
-
-
-class _Tally:
-    """Counts what the engine reported and phrases one log line per event worth a line."""
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.done = self.passed = self.failed = self.skipped = 0
-        self.label = "running"
-        self.last_kind = ""
-
-    def consume(self, event: Any) -> str | None:
-        trace = getattr(event, "trace", None)
-        if trace is not None and getattr(trace, "evaluation", None) is not None:
-            status = str(getattr(trace.evaluation.status, "value", trace.evaluation.status))
-            self.done += 1
-            if status == "PASSED":
-                self.passed += 1
-            else:
-                self.failed += 1
-            self.label = str(trace.definition)
-            self.last_kind = "finished"
-            uuid = str(trace.workload.uuid)[:8]
-            who = f" {trace.solution}" if getattr(trace, "solution", None) else ""
-            return f"[{self.done}/{self.total}] {status:<19} {trace.definition}{who} {uuid}"
-        if _is_skip(event):
-            self.done += 1
-            self.skipped += 1
-            self.last_kind = "skipped"
-            return f"[{self.done}/{self.total}] skipped (already measured) {event.uuid[:8]}"
-        message = getattr(event, "message", None)
-        if isinstance(message, str) and getattr(event, "level", "info") in ("warning", "error"):
-            self.last_kind = "message"
-            return f"{event.level}: {message}"
-        self.last_kind = ""
-        return None
-
-
-def _is_skip(event: Any) -> bool:
-    try:
-        from fib_core.bench.events import WorkloadSkipped
-    except ImportError:  # no engine installed: nothing can be skipped
-        return False
-    return isinstance(event, WorkloadSkipped)
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _say(console: Console, *objects: Any, **kwargs: Any) -> None:

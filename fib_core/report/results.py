@@ -100,6 +100,8 @@ class WorkloadResult:
     is the roofline floor divided by the measured latency (1.0 = at the hardware's limit).
     ``reason`` is one line saying why a workload failed (empty when it passed);
     ``log_tail`` holds the last lines of the worker's log for the failure report.
+    ``warnings`` are the engine's cautions about this measurement (timing method limits,
+    mutated inputs...), shown once each under the table.
     """
 
     uuid: str
@@ -117,6 +119,7 @@ class WorkloadResult:
     log_tail: list[str] = field(default_factory=list)
     spread: Spread | None = None
     timing_method: str | None = None
+    warnings: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not isinstance(self.uuid, str) or not self.uuid:
@@ -181,6 +184,7 @@ class WorkloadResult:
                 else None
             ),
             "timing_method": self.timing_method,
+            "warnings": list(self.warnings),
         }
 
     @classmethod
@@ -203,6 +207,7 @@ class WorkloadResult:
             log_tail=list(d.get("log_tail") or []),
             spread=Spread(**spread) if spread else None,
             timing_method=d.get("timing_method"),
+            warnings=list(d.get("warnings") or []),
         )
 
 

@@ -56,7 +56,9 @@ class RooflineView:
             bound = getattr(self._api.roofline_floor_ms(cost, self._peak), "bound", None)
             if bound is None:  # a floor without its bound: compare the two floors ourselves
                 memory = self._api.roofline_floor_ms(dataclasses.replace(cost, flops=0), self._peak)
-                compute = self._api.roofline_floor_ms(dataclasses.replace(cost, bytes=0), self._peak)
+                compute = self._api.roofline_floor_ms(
+                    dataclasses.replace(cost, bytes=0), self._peak
+                )
                 bound = "memory" if float(memory) >= float(compute) else "compute"
         except _LOOKUP_ERRORS:
             return None

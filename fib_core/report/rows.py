@@ -120,6 +120,7 @@ def row_from_trace(trace: Any, roofline: RooflineView | None = None) -> Workload
         log_tail=[] if status == "PASSED" else log_tail(ev.log),
         spread=_spread(perf_extra),
         timing_method=_str(perf_extra.get("timing_method") or ev_extra.get("timing_method")),
+        warnings=_warnings(ev_extra, perf_extra),
     )
     if roofline is not None and latency:
         figures = roofline.figures(axes, latency)
@@ -195,6 +196,21 @@ def _spread(extra: dict[str, Any]) -> Spread | None:
     if all(v is None for v in found.values()):
         return None
     return Spread(**found)
+
+
+def _warnings(*extras: dict[str, Any]) -> list[str]:
+    """The engine's warnings (``warnings``, ``timing_warnings``), one line each, no repeats."""
+    out: list[str] = []
+    for extra in extras:
+        for key in ("warnings", "timing_warnings"):
+            items = extra.get(key)
+            if isinstance(items, str):
+                items = [items]
+            for item in items if isinstance(items, list) else []:
+                line = _one_line(str(item))
+                if line and line not in out:
+                    out.append(line)
+    return out
 
 
 def _extra(obj: Any) -> dict[str, Any]:

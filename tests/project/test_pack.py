@@ -107,12 +107,12 @@ def test_value_returning_function_under_dps_names_the_key(tmp_path: Path) -> Non
         "expected run(x, alpha, y) (destination-passing style: inputs then outputs), "
         "got run(x, alpha)"
     )
-    assert "destination_passing_style = false under [build] in config.toml" in msg
+    assert "`destination_passing_style = false` under [build] in config.toml" in msg
 
 
 def test_dps_function_with_dps_off(tmp_path: Path) -> None:
     cfg = make_fork(tmp_path, {"kernel.py": "def run(x, alpha, y): pass\n"}, dps=False)
-    with pytest.raises(SignatureError, match=r"expected run\(x, alpha\) \(value-returning"):
+    with pytest.raises(SignatureError, match=r"expected run\(x, alpha\) \(value-returning style"):
         pack_solution(load_config(cfg), DEFINITION)
 
 

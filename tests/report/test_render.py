@@ -94,8 +94,8 @@ def test_terminal_output_has_colour(mkrow, mkrun):
 
 
 def test_fmt_ms_units():
-    assert [fmt_ms(x) for x in (None, 0.00721, 0.1043, 1.5321, 250.0)] == [
-        "-", "7.21 us", "104.3 us", "1.532 ms", "250.0 ms"]
+    assert [fmt_ms(x) for x in (None, 0.00721, 0.1043, 1.5321, 250.0, 1804.4)] == [
+        "-", "7.21 us", "104.3 us", "1.532 ms", "250.0 ms", "1.80 s"]
 
 
 @dataclass
@@ -128,7 +128,7 @@ class _Log:
 
 
 def test_progress_lines_in_a_log():
-    console, buf = log_console()
+    console, buf = log_console(width=30)  # long lines must not be folded in a log
     with progress_bar(3, console) as on_event:
         on_event(_Finished(_T("gdn", _W("u1234567890"), _E("PASSED"))))
         on_event(_Log("phase change"))  # info: not printed
@@ -151,3 +151,51 @@ def test_progress_bar_on_a_terminal_counts():
         on_event(_Finished(_T("gdn", _W("u2"), _E("INCORRECT_SHAPE"))))
     out = buf.getvalue()
     assert "2/2" in out and "1 passed" in out and "1 failed" in out
+
+
+def test_notes_name_timing_method_and_count_warnings(mkrow, mkrun):
+    console, buf = log_console()
+    run = mkrun([
+        mkrow("a", timing_method="events", warnings=["CUDA events include launch overhead"]),
+        mkrow("b", timing_method="events", warnings=["CUDA events include launch overhead"]),
+        mkrow("c", timing_method="cupti"),
+    ])
+    render_results(run, console)
+    out = buf.getvalue()
+    assert "timing: cupti, events" in out
+    assert "note: CUDA events include launch overhead (2 of 3 workloads)" in out
+
+
+def test_progress_understands_the_engines_events():
+    from fib_core.bench.events import Log, SolutionStarted, WorkloadSkipped, WorkloadStarted
+
+    console, buf = log_console()
+    with progress_bar(2, console) as on_event:
+        on_event(SolutionStarted("sol", "gdn", 2))
+        on_event(WorkloadSkipped("u1234567890", "sol", 0, 2))
+        on_event(WorkloadStarted("u2234567890", 1, 2, "sol"))  # started is not done
+        on_event(Log("sol: building", "debug"))
+        on_event(Log("starting a new worker (the previous one ended)", "warning"))
+    assert buf.getvalue().splitlines() == [
+        "[1/2] skipped (already measured) u1234567",
+        "warning: starting a new worker (the previous one ended)",
+    ]
+
+
+def test_progress_total_learnt_from_solution_events():
+    from fib_core.bench.events import SolutionStarted
+
+    console, buf = log_console()
+    with progress_bar(console) as on_event:  # no total given: the run announces it
+        on_event(SolutionStarted("sol", "gdn", 2))
+        on_event(_Finished(_T("gdn", _W("u1234567890"), _E("PASSED"))))
+        on_event(SolutionStarted("other", "gdn", 1))
+        on_event(_Finished(_T("gdn", _W("u2234567890"), _E("PASSED"))))
+    lines = buf.getvalue().splitlines()
+    assert lines[0].startswith("[1/2] PASSED") and lines[1].startswith("[2/3] PASSED")
+    buf2 = io.StringIO()
+    term = Console(file=buf2, force_terminal=True, width=120)
+    with progress_bar(console=term) as on_event:
+        on_event(SolutionStarted("sol", "gdn", 1))
+        on_event(_Finished(_T("gdn", _W("u1"), _E("PASSED"))))
+    assert "1/1" in buf2.getvalue()

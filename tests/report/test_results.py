@@ -30,7 +30,7 @@ def test_json_round_trip_keeps_every_field(tmp_path, mkrow, mkrun, spread):
     rows = [
         mkrow("aaaaaaaa-1", latency=0.012, axes={"batch_size": 4}, spread=spread(0.011, 0.013),
               achieved=Achieved(1234.5, "GB/s"), roofline_fraction=0.5, floor_ms=0.006,
-              timing_method="cupti"),
+              timing_method="cupti", warnings=["CUDA events include launch overhead"]),
         mkrow("bbbbbbbb-2", "INCORRECT_NUMERICAL", max_abs_error=math.inf,
               max_rel_error=math.nan, log_tail=["line 1", "line 2"]),
         mkrow("cccccccc-3", "TIMEOUT", reason="no result after 300 s"),
@@ -46,6 +46,7 @@ def test_json_round_trip_keeps_every_field(tmp_path, mkrow, mkrun, spread):
     assert back.rows[0].achieved == Achieved(1234.5, "GB/s")
     assert back.rows[1].max_abs_error == math.inf and math.isnan(back.rows[1].max_rel_error)
     assert back.rows[2].reason == "no result after 300 s"
+    assert back.rows[0].warnings == ["CUDA events include launch overhead"]
 
 
 def test_corrupt_results_file_names_file_and_line(tmp_path, mkrow, mkrun):

@@ -178,3 +178,11 @@ def test_real_roofline_for_gdn_decode_on_h100():
     assert row.roofline_fraction == pytest.approx(expected_bytes / 3350e9 / 1e-6, rel=1e-6)
     assert row.achieved.unit == "GB/s"
     assert row.achieved.value == pytest.approx(expected_bytes / 1e-6 / 1e9, rel=1e-6)
+
+
+def test_engine_warnings_are_collected_once():
+    t = trace("u1", perf_extra={"timing_warnings": ["CUDA events include launch overhead"]},
+              ev_extra={"warnings": ["input 'x' was modified in place",
+                                     "CUDA events include launch overhead"]})
+    row = RunResults.from_traces([t], DEF).rows[0]
+    assert row.warnings == ["input 'x' was modified in place", "CUDA events include launch overhead"]

@@ -58,7 +58,8 @@ def _dsa_split_kernel(
     scale_log2, num_heads, topk, page_size, iters_per_split,
     s_qn_t, s_qn_h, s_qp_t, s_qp_h,
     s_ckv_p, s_ckv_s, s_kpe_p, s_kpe_s, s_idx_t,
-    BLOCK_H: tl.constexpr, D_CKV: tl.constexpr, D_KPE: tl.constexpr, BLOCK_K: tl.constexpr, WIDEN: tl.constexpr,
+    BLOCK_H: tl.constexpr, D_CKV: tl.constexpr, D_KPE: tl.constexpr, BLOCK_K: tl.constexpr,
+    WIDEN: tl.constexpr,
 ):
     """One (token, split): online softmax over ``iters_per_split * BLOCK_K`` selections."""
     tok = tl.program_id(0)
@@ -168,13 +169,16 @@ def _sm_count(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def plan_splits(num_tokens: int, topk: int, block_k: int, sm_count: int) -> int:
+def plan_splits(num_tokens: int, topk: int, block_k: int, sm_count: int,
+                min_blocks: int = 2) -> int:
     """How many programs share one token's selections.
 
-    Aim for about two programs per SM in total, but never a split smaller than one block.
+    About one program per SM in total, but each split keeps at least ``min_blocks`` blocks of
+    selections: a split's partial result (heads x D_CKV fp32) costs traffic of its own, so
+    very thin splits trade gather bandwidth for merge traffic.
     """
-    max_splits = max(1, math.ceil(topk / block_k))
-    want = max(1, math.ceil(2 * sm_count / max(num_tokens, 1)))
+    max_splits = max(1, topk // (block_k * min_blocks))
+    want = max(1, math.ceil(sm_count / max(num_tokens, 1)))
     return min(max_splits, triton.next_power_of_2(want))
 
 

@@ -36,9 +36,10 @@ import triton
 import triton.language as tl
 
 # Triton's CPU interpreter multiplies 8/16-bit float tensors wrongly in tl.dot, so under the
-# interpreter the operands are widened to fp32 first (FP8 values are exact in fp32). On a GPU
-# the dot runs on FP8 tensor cores with fp32 accumulation.
+# interpreter the operands are widened to fp32 first (FP8 values are exact in fp32 and bf16). On
+# a GPU the dot runs on FP8 tensor cores with fp32 accumulation.
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+_OPERANDS = {"fp8": 0, "bf16": 1, "fp32": 2}
 
 # The selection keeps a request's whole score row in one program's registers.
 MAX_TOKENS_PER_REQUEST = 65536
@@ -48,45 +49,48 @@ MAX_TOKENS_PER_REQUEST = 65536
 def _score_kernel(
     q_ptr, cache_ptr, w_ptr, seq_lens_ptr, block_table_ptr, scores_ptr,
     num_heads, s_q_b, s_q_h, s_w_b, s_bt_b, s_sc_b,
-    PAGE: tl.constexpr, D: tl.constexpr, BLOCK_H: tl.constexpr, WIDEN: tl.constexpr,
+    PAGE: tl.constexpr, D: tl.constexpr, BLOCK_H: tl.constexpr, OPERANDS: tl.constexpr,
 ):
     """Scores of the PAGE tokens of one page of one request, written to scores[b, start:]."""
     page_idx = tl.program_id(0)
     b = tl.program_id(1)
     seq_len = tl.load(seq_lens_ptr + b)
     start = page_idx * PAGE
-    if start >= seq_len:
-        return  # past this request's length: block_table may hold junk here
+    # Pages past this request's length are skipped: block_table may hold junk there.
+    if start < seq_len:
+        page = tl.load(block_table_ptr + b * s_bt_b + page_idx).to(tl.int64)
+        page_base = cache_ptr + page * (PAGE * (D + 4))  # int8 byte pointer to the page
 
-    page = tl.load(block_table_ptr + b * s_bt_b + page_idx).to(tl.int64)
-    page_base = cache_ptr + page * (PAGE * (D + 4))  # int8 byte pointer to the page
+        offs_t = tl.arange(0, PAGE)
+        offs_d = tl.arange(0, D)
+        offs_h = tl.arange(0, BLOCK_H)
+        h_mask = offs_h < num_heads
 
-    offs_t = tl.arange(0, PAGE)
-    offs_d = tl.arange(0, D)
-    offs_h = tl.arange(0, BLOCK_H)
-    h_mask = offs_h < num_heads
+        # The page's keys: PAGE x D bytes, reinterpreted as FP8 e4m3. Then PAGE fp32 scales.
+        k_bytes = tl.load(page_base + offs_t[:, None] * D + offs_d[None, :])
+        k = k_bytes.to(tl.float8e4nv, bitcast=True)
+        scale_ptr = (page_base + PAGE * D).to(tl.pointer_type(tl.float32), bitcast=True)
+        scale = tl.load(scale_ptr + offs_t)
 
-    # The page's keys: PAGE x D bytes, reinterpreted as FP8 e4m3. Then PAGE fp32 scales.
-    k_bytes = tl.load(page_base + offs_t[:, None] * D + offs_d[None, :])
-    k = k_bytes.to(tl.float8e4nv, bitcast=True)
-    scale_ptr = (page_base + PAGE * D).to(tl.pointer_type(tl.float32), bitcast=True)
-    scale = tl.load(scale_ptr + offs_t)
+        # The request's queries, all heads: [BLOCK_H, D] FP8 (the same for every page: L2 hits).
+        q = tl.load(q_ptr + b * s_q_b + offs_h[:, None] * s_q_h + offs_d[None, :],
+                    mask=h_mask[:, None], other=0.0)
 
-    # The request's queries, all heads: [BLOCK_H, D] FP8 (the same for every page: L2 hits).
-    q = tl.load(q_ptr + b * s_q_b + offs_h[:, None] * s_q_h + offs_d[None, :],
-                mask=h_mask[:, None], other=0.0)
+        # [PAGE, BLOCK_H] = keys x queries^T with fp32 accumulation; FP8 values are exact in the
+        # wider types, so OPERANDS changes speed, not the products.
+        if OPERANDS == 2:
+            logits = tl.dot(k.to(tl.float32), tl.trans(q.to(tl.float32)))
+        elif OPERANDS == 1:
+            logits = tl.dot(k.to(tl.bfloat16), tl.trans(q.to(tl.bfloat16)))
+        else:
+            logits = tl.dot(k, tl.trans(q))
+        # Scale before relu, exactly as key = fp8 * scale (a scale could be negative).
+        logits = logits * scale[:, None]
+        w = tl.load(w_ptr + b * s_w_b + offs_h, mask=h_mask, other=0.0)
+        score = tl.sum(tl.maximum(logits, 0.0) * w[None, :], axis=1)  # [PAGE]
 
-    if WIDEN:
-        logits = tl.dot(k.to(tl.float32), tl.trans(q.to(tl.float32)))
-    else:
-        logits = tl.dot(k, tl.trans(q))  # [PAGE, BLOCK_H], fp32 accumulation
-    # Scale before relu, exactly as key = fp8 * scale (a scale could be negative).
-    logits = logits * scale[:, None]
-    w = tl.load(w_ptr + b * s_w_b + offs_h, mask=h_mask, other=0.0)
-    score = tl.sum(tl.maximum(logits, 0.0) * w[None, :], axis=1)  # [PAGE]
-
-    pos = start + offs_t
-    tl.store(scores_ptr + b * s_sc_b + pos, score, mask=pos < seq_len)
+        pos = start + offs_t
+        tl.store(scores_ptr + b * s_sc_b + pos, score, mask=pos < seq_len)
 
 
 @triton.jit
@@ -146,9 +150,14 @@ def run(
     block_table: torch.Tensor,  # [B, max_pages] int32
     topk_indices: torch.Tensor,  # [B, topk] int32, written
     *,
+    num_warps_score: int = 4,
     num_warps_select: int = 8,
+    operands: str = "fp8",
 ) -> None:
-    """Destination-passing entry point: fills ``topk_indices``."""
+    """Destination-passing entry point: fills ``topk_indices``.
+
+    The keyword-only knobs exist for tuning scripts; the harness never passes them.
+    """
     batch, num_heads, dim = q_index_fp8.shape
     num_pages, page_size, _, width = k_index_cache_fp8.shape
     max_pages = block_table.shape[1]
@@ -179,7 +188,7 @@ def run(
         num_heads, q_index_fp8.stride(0), q_index_fp8.stride(1), weights.stride(0),
         block_table.stride(0), scores.stride(0),
         PAGE=page_size, D=dim, BLOCK_H=max(16, triton.next_power_of_2(num_heads)),
-        WIDEN=_INTERPRET, num_warps=4,
+        OPERANDS=_OPERANDS["fp32" if _INTERPRET else operands], num_warps=num_warps_score,
     )
     _select_kernel[(batch,)](
         scores, seq_lens, block_table, topk_indices,

@@ -91,7 +91,10 @@ def _load_block(
 @triton.jit
 def _a_block(ki, kj, beta_i, gi, gj, DIAG: tl.constexpr, SUB: tl.constexpr):
     """Block (i, j) of A: beta_t (gamma_t / gamma_s) (k_t . k_s), strictly lower when DIAG."""
-    kk = tl.dot(ki, tl.trans(kj))  # bf16 x bf16 -> fp32: exact products
+    # bf16 values are exact in tf32, so this tf32 product is exact too (and runs on tensor
+    # cores); the operands are widened first because Triton's CPU interpreter mis-multiplies
+    # bf16 tiles.
+    kk = tl.dot(ki.to(tl.float32), tl.trans(kj.to(tl.float32)), input_precision="tf32")
     diff = gi[:, None] - gj[None, :]
     if DIAG:
         r = tl.arange(0, SUB)

@@ -88,7 +88,8 @@ def chunk_scan_kernel(
         s_t = tl.trans(s)  # [BLOCK_K, BLOCK_V]
         u = uc - tl.dot(wc, s_t, input_precision=F32_DOT)
         qs = tl.dot(qc.to(tl.float32), s_t, input_precision=F32_DOT)
-        qk = tl.dot(qc, tl.trans(kc))  # bf16 x bf16 -> fp32, exact products
+        # bf16 inputs are exact in tf32: exact products (widened for the CPU interpreter)
+        qk = tl.dot(qc.to(tl.float32), tl.trans(kc.to(tl.float32)), input_precision="tf32")
         decay = tl.exp(tl.where(causal, gc[:, None] - gc[None, :], 0.0))
         p = tl.where(causal, qk * decay, 0.0)
         o = scale * (tl.exp(gc)[:, None] * qs + tl.dot(p, u, input_precision=F32_DOT))
@@ -100,4 +101,6 @@ def chunk_scan_kernel(
         s = s * tl.exp(g_last) + tl.dot(tl.trans(u_decayed), kc.to(tl.float32),
                                          input_precision=F32_DOT)
 
+    # An empty sequence leaves zeros, as the references do (they skip it entirely).
+    s = tl.where(eos > bos, s, 0.0)
     tl.store(new_state_ptr + i_n * stride_ns_n + i_h * stride_ns_h + state_rows, s, mask=mask_s)

@@ -69,8 +69,8 @@ def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_sta
         state = state.contiguous()  # the scan assumes dense [V, K] rows inside each head
     if num_seqs <= 0:
         return output, new_state
-    if total == 0:
-        new_state.copy_(state if state is not None else torch.zeros_like(new_state))
+    if total == 0:  # every sequence is empty: the references leave their states at zero
+        new_state.zero_()
         return output, new_state
 
     # Stage-1 results, token-major like the inputs. fp32 keeps the chunk algebra exact enough

@@ -39,7 +39,8 @@ def _combine_kernel(
         rank = tl.load(rank_ptr + token * TOPK + k)
         start = tl.sum(tl.where(experts == local, first_block, 0), axis=0)
         row = (start * BLOCK_M + rank).to(tl.int64)
-        y = tl.load(y_ptr + row * stride_y + cols, mask=col_ok & (local >= 0), other=0.0)
+        is_local = (cols * 0 + local) >= 0  # a vector: the interpreter rejects scalar masks here
+        y = tl.load(y_ptr + row * stride_y + cols, mask=col_ok & is_local, other=0.0)
         acc += y.to(tl.float32)
     tl.store(out_ptr + token * stride_out + cols, acc.to(tl.bfloat16), mask=col_ok)
 

@@ -60,14 +60,17 @@ class TileConfig:
 
 
 def pick_config(num_tokens: int) -> TileConfig:
-    """The tile config for a call with ``num_tokens`` tokens (see the module docstring)."""
-    if num_tokens <= 16:  # a handful of experts with 1-2 rows each: spread weights wide
-        return TileConfig(block_m=16, block_h=32, block_n2=64, programs_per_sm=4)
-    if num_tokens <= 256:  # most experts active, a few rows each: still weight-bound
+    """The tile config for a call with ``num_tokens`` tokens (see the module docstring).
+
+    Chosen by a sweep on an H200 (benchmarks/bench_moe.py --sweep): up to a few hundred tokens,
+    16-row tiles with 64-wide N tiles beat 32-wide ones (more programs did not stream faster);
+    around a thousand tokens 32-row tiles win; from a few thousand, 128 x 128 tiles with 8 warps.
+    """
+    if num_tokens <= 256:  # weight-bound: a few rows per expert
         return TileConfig(block_m=16, block_h=64, block_n2=64, programs_per_sm=4)
     if num_tokens <= 2048:  # tens of rows per expert
-        return TileConfig(block_m=64, block_h=128, block_n2=128, stages1=3, stages2=4)
-    return TileConfig(
+        return TileConfig(block_m=32, block_h=128, block_n2=128, stages1=3, stages2=4)
+    return TileConfig(  # hundreds of rows per expert: matmul-bound
         block_m=128, block_h=128, block_n2=128, warps1=8, stages1=3, warps2=8, stages2=4,
         programs_per_sm=1,
     )

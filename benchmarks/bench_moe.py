@@ -1,0 +1,274 @@
+"""Latency of the fused_moe Triton starter on this GPU, per real workload, against our reference.
+
+    python benchmarks/bench_moe.py                  # every real token count
+    python benchmarks/bench_moe.py --tokens 1 901   # a subset
+    python benchmarks/bench_moe.py --sweep          # also try alternative tile configs
+
+For each workload: checks the output against the kit's reference (organizers' MoE rule: atol 1,
+rtol 0.3, 90% matched; no speedup is printed for a failing output), then times both with
+triton.testing.do_bench (L2 flushed before every call, median). The roofline floor is the larger
+of bytes / measured copy bandwidth (the chosen experts' FP8 weights dominate at small T) and
+FLOPs / FP8 tensor-core throughput (large T). Inputs are random; the routing logits of the real
+workloads come from files that are not public, so expert loads here are those of random logits.
+Writes the table to $OUT/bench_moe.txt and $OUT/bench_moe.json when OUT is set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+DEFINITION = "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048"
+REPO = Path(__file__).resolve().parents[1]
+STARTER_DIR = REPO / "starters" / DEFINITION / "triton"
+REFERENCE_FILE = REPO / "fib_core" / "dataset" / "references" / f"{DEFINITION}.py"
+
+# (seq_len, local_expert_offset) of the 19 real workloads.
+WORKLOADS = [
+    (1, 32), (7, 192), (14, 0), (15, 32), (16, 224), (32, 32), (52, 160), (53, 32), (54, 128),
+    (55, 128), (56, 64), (57, 96), (58, 64), (59, 160), (62, 96), (80, 96), (901, 96),
+    (11948, 128), (14107, 32),
+]
+HIDDEN, INTER, NUM_LOCAL, NUM_EXPERTS = 7168, 2048, 32, 256
+ATOL, RTOL, MATCHED = 1.0, 0.3, 0.9
+
+# Measured (not datasheet) peaks: copy bandwidth in GB/s, dense FP8 tensor-core TFLOP/s
+# (about 2x the measured dense BF16 figure).
+MEASURED_PEAKS = {"H200": (4300.0, 1580.0), "H100": (3000.0, 1580.0)}
+
+
+def load_module(name: str):
+    """Import a starter module as part of a package (the starter uses relative imports)."""
+    pkg = "moe_triton_starter"
+    if pkg not in sys.modules:
+        spec = importlib.machinery.ModuleSpec(pkg, None, is_package=True)
+        spec.submodule_search_locations = [str(STARTER_DIR)]
+        sys.modules[pkg] = importlib.util.module_from_spec(spec)
+    return importlib.import_module(f"{pkg}.{name}")
+
+
+def load_reference():
+    spec = importlib.util.spec_from_file_location("moe_reference", REFERENCE_FILE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.run
+
+
+def make_inputs(num_tokens: int, offset: int, seed: int) -> list:
+    """Random inputs in the definition's order, drawn on the GPU (weights are 1.4 GB)."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=g, device="cuda")
+
+    def fp8(*shape):
+        return randn(*shape).clamp_(-2, 2).to(torch.float8_e4m3fn)
+
+    return [
+        randn(num_tokens, NUM_EXPERTS),
+        (randn(NUM_EXPERTS) * 0.1).to(torch.bfloat16),
+        fp8(num_tokens, HIDDEN),
+        randn(HIDDEN // 128, num_tokens),
+        fp8(NUM_LOCAL, 2 * INTER, HIDDEN),
+        randn(NUM_LOCAL, 2 * INTER // 128, HIDDEN // 128),
+        fp8(NUM_LOCAL, HIDDEN, INTER),
+        randn(NUM_LOCAL, HIDDEN // 128, INTER // 128),
+        offset,
+        2.5,
+    ]
+
+
+def matched_ratio(out: torch.Tensor, ref: torch.Tensor) -> float:
+    err = (out.float() - ref.float()).abs()
+    bad = (err > ATOL) & (err > RTOL * ref.float().abs())
+    return 1.0 - bad.float().mean().item()
+
+
+def cost(num_tokens: int, counts: list[int]) -> tuple[float, float]:
+    """(bytes, FLOPs) of the least work: chosen experts' weights read once, 6*pairs*H*I FLOPs."""
+    active = sum(1 for c in counts if c > 0)
+    pairs = sum(counts)
+    per_expert = 3 * INTER * HIDDEN + 4 * ((2 * INTER // 128) + (INTER // 128)) * (HIDDEN // 128)
+    tokens = num_tokens * (NUM_EXPERTS * 4 + HIDDEN + (HIDDEN // 128) * 4 + HIDDEN * 2)
+    return float(active * per_expert + tokens + NUM_EXPERTS * 2), 6.0 * pairs * HIDDEN * INTER
+
+
+def peaks(device_name: str) -> tuple[float, float]:
+    for key, value in MEASURED_PEAKS.items():
+        if key in device_name:
+            return value
+    return MEASURED_PEAKS["H100"]
+
+
+def time_ms(fn, rep_ms: int) -> float:
+    import triton.testing
+
+    return float(triton.testing.do_bench(fn, warmup=max(1, rep_ms // 4), rep=rep_ms, return_mode="median"))
+
+
+def bench_one(num_tokens: int, offset: int, reference, config=None, with_reference=True) -> dict:
+    kernel = load_module("kernel")
+    routing = load_module("routing")
+    inputs = make_inputs(num_tokens, offset, seed=num_tokens)
+    out = torch.empty((num_tokens, HIDDEN), dtype=torch.bfloat16, device="cuda")
+    kernel.moe_forward(*inputs, out, config=config)
+    ref = reference(*inputs)
+    ratio = matched_ratio(out, ref)
+    del ref
+    counts = routing.route(inputs[0], inputs[1], offset, 2.5, NUM_LOCAL).counts.tolist()
+    row = {"T": num_tokens, "offset": offset, "matched": round(ratio, 4), "ok": ratio >= MATCHED,
+           "active_experts": sum(1 for c in counts if c > 0), "pairs": sum(counts)}
+    row["ms"] = time_ms(lambda: kernel.moe_forward(*inputs, out, config=config), 100)
+    if with_reference:
+        row["ref_ms"] = time_ms(lambda: reference(*inputs), 50)
+    nbytes, flops = cost(num_tokens, counts)
+    bw, tflops = peaks(torch.cuda.get_device_name())
+    floor_bytes, floor_flops = nbytes / bw / 1e6, flops / tflops / 1e9
+    row.update(
+        gbs=nbytes / row["ms"] / 1e6,
+        tflops=flops / row["ms"] / 1e9,
+        bound="bytes" if floor_bytes >= floor_flops else "flops",
+        roofline_pct=100.0 * max(floor_bytes, floor_flops) / row["ms"],
+    )
+    return row
+
+
+def format_table(rows: list[dict], device: str) -> str:
+    head = f"{'T':>6} {'off':>4} {'act':>3} {'pairs':>6} {'match':>6} {'ms':>8} {'ref_ms':>8} " \
+           f"{'speedup':>8} {'GB/s':>7} {'TFLOP/s':>8} {'bound':>5} {'%roof':>6}"
+    lines = [f"fused_moe Triton starter on {device}", head]
+    for r in rows:
+        speed = f"{r['ref_ms'] / r['ms']:8.1f}" if r["ok"] and "ref_ms" in r else f"{'-':>8}"
+        ref_ms = f"{r['ref_ms']:8.3f}" if "ref_ms" in r else f"{'-':>8}"
+        lines.append(
+            f"{r['T']:>6} {r['offset']:>4} {r['active_experts']:>3} {r['pairs']:>6} "
+            f"{r['matched']:>6.3f} {r['ms']:>8.4f} {ref_ms} {speed} {r['gbs']:>7.0f} "
+            f"{r['tflops']:>8.1f} {r['bound']:>5} {r['roofline_pct']:>5.1f}%"
+            + ("" if r["ok"] else "  FAILED")
+        )
+    return "\n".join(lines)
+
+
+def sweep(tokens: list[int], reference, deadline: float) -> list[str]:
+    """Time alternative tile configs per token count; stops at the deadline."""
+    tiles = load_module("tiles")
+    TC = tiles.TileConfig
+    small = [TC(16, 64, 64, programs_per_sm=4), TC(16, 64, 64, programs_per_sm=8),
+             TC(16, 64, 64, stages1=6, stages2=6, programs_per_sm=4),
+             TC(16, 128, 64, programs_per_sm=4), TC(16, 64, 64, warps1=2, warps2=2, programs_per_sm=8)]
+    mid = [TC(32, 128, 128, stages1=3), TC(32, 128, 128, stages1=4, programs_per_sm=3),
+           TC(32, 64, 128, stages1=4, programs_per_sm=3), TC(64, 128, 128, stages1=3)]
+    large = [TC(128, 128, 128, warps1=8, stages1=3, warps2=8, stages2=4, programs_per_sm=1),
+             TC(128, 128, 64, warps1=8, stages1=3, warps2=4, stages2=4, programs_per_sm=1),
+             TC(64, 128, 128, warps1=8, stages1=4, warps2=8, stages2=4, programs_per_sm=2),
+             TC(128, 128, 128, warps1=8, stages1=3, warps2=8, stages2=3, programs_per_sm=2),
+             TC(128, 64, 128, warps1=4, stages1=4, warps2=8, stages2=4, programs_per_sm=2)]
+    offsets = dict(WORKLOADS)
+    lines = ["sweep: T config ms matched"]
+    for t in tokens:
+        for cfg in small if t <= 80 else mid if t <= 2048 else large:
+            if time.time() > deadline:
+                lines.append("sweep stopped at the deadline")
+                return lines
+            try:
+                r = bench_one(t, offsets.get(t, 0), reference, cfg, with_reference=False)
+                lines.append(f"{t:>6} {cfg} {r['ms']:.4f} {r['matched']:.3f}")
+            except Exception as err:  # a config that does not compile or fit: note it, go on
+                lines.append(f"{t:>6} {cfg} error: {type(err).__name__}: {str(err)[:120]}")
+            print(lines[-1], flush=True)
+    return lines
+
+
+def breakdown_one(num_tokens: int) -> list[float]:
+    """Milliseconds of route, gemm1, gemm2, combine, each timed alone, then the whole call."""
+    kernel, routing = load_module("kernel"), load_module("routing")
+    gemm, comb, tiles = load_module("grouped_gemm"), load_module("combine"), load_module("tiles")
+    inp = make_inputs(num_tokens, dict(WORKLOADS).get(num_tokens, 0), seed=num_tokens)
+    cfg = tiles.pick_config(num_tokens)
+    out = torch.empty((num_tokens, HIDDEN), dtype=torch.bfloat16, device="cuda")
+    r = routing.route(inp[0], inp[1], inp[8], inp[9], NUM_LOCAL)
+    hq, hs = gemm.gemm1_swiglu(inp[2], inp[3], inp[4], inp[5], r, cfg)
+    y = gemm.gemm2_weighted(hq, hs, inp[6], inp[7], r, cfg)
+    return [
+        time_ms(lambda: routing.route(inp[0], inp[1], inp[8], inp[9], NUM_LOCAL), 50),
+        time_ms(lambda: gemm.gemm1_swiglu(inp[2], inp[3], inp[4], inp[5], r, cfg), 100),
+        time_ms(lambda: gemm.gemm2_weighted(hq, hs, inp[6], inp[7], r, cfg), 100),
+        time_ms(lambda: comb.combine(y, r, cfg.block_m, out), 50),
+        time_ms(lambda: kernel.moe_forward(*inp, out), 100),
+    ]
+
+
+def breakdown(tokens: list[int]) -> list[str]:
+    """Where the time goes, per launch (L2 flushed before each timed call)."""
+    lines = ["breakdown (ms): T route gemm1 gemm2 combine | whole"]
+    for t in tokens:
+        parts = breakdown_one(t)
+        lines.append(f"{t:>6} " + " ".join(f"{p:.4f}" for p in parts[:4]) + f" | {parts[4]:.4f}")
+        print(lines[-1], flush=True)
+    return lines
+
+
+def compiled_kernel_report() -> list[str]:
+    """Shared memory, registers and spills of every compiled GEMM variant (best effort: the
+    cache layout differs between Triton versions)."""
+    gemm = load_module("grouped_gemm")
+    lines = []
+    for fn in (gemm._gemm1_swiglu_kernel, gemm._gemm2_kernel):
+        try:
+            for cache in getattr(fn, "device_caches", {}).values():
+                for kernel in cache[0].values():
+                    m = kernel.metadata
+                    lines.append(
+                        f"{fn.__name__}: warps={m.num_warps} stages={m.num_stages} "
+                        f"smem={m.shared} regs={getattr(kernel, 'n_regs', '?')} "
+                        f"spills={getattr(kernel, 'n_spills', '?')}"
+                    )
+        except Exception as err:  # diagnostics only
+            lines.append(f"{fn.__name__}: no cache report ({type(err).__name__})")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tokens", type=int, nargs="+", help="only these seq_len values")
+    p.add_argument("--sweep", type=int, nargs="*", help="token counts to sweep tile configs on")
+    p.add_argument("--breakdown", type=int, nargs="*", help="token counts to time per launch")
+    p.add_argument("--kernel-report", action="store_true", help="print smem/regs/spills")
+    p.add_argument("--deadline", type=float, default=1e9, help="seconds after which to stop")
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("bench_moe: needs a CUDA GPU")
+        return 2
+    start = time.time()
+    reference = load_reference()
+    device = torch.cuda.get_device_name()
+    rows = []
+    for t, offset in WORKLOADS:
+        if args.tokens and t not in args.tokens:
+            continue
+        rows.append(bench_one(t, offset, reference))
+        print(json.dumps(rows[-1]), flush=True)
+        torch.cuda.empty_cache()
+    table = format_table(rows, device)
+    extra = breakdown(args.breakdown) if args.breakdown else []
+    extra += sweep(args.sweep, reference, start + args.deadline) if args.sweep else []
+    extra += compiled_kernel_report() if args.kernel_report else []
+    text = table + ("\n" + "\n".join(extra) if extra else "")
+    print(text)
+    out_dir = os.environ.get("OUT")
+    if out_dir:
+        Path(out_dir, "bench_moe.txt").write_text(text + "\n")
+        Path(out_dir, "bench_moe.json").write_text(json.dumps({"device": device, "rows": rows}, indent=1))
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

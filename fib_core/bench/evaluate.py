@@ -1,0 +1,431 @@
+"""One (solution, workload) evaluation inside a worker: build -> inputs -> reference -> check ->
+time -> re-check -> reference latency.
+
+Runs in the worker process only. Keeps what is worth keeping between tasks of a persistent
+worker (built solutions, the L2 flush buffer, environment) so a contestant iterating on one
+kernel waits on the GPU, not on the harness. Anything the solution does wrong becomes a status
+here; only a broken CUDA context marks the result ``fatal`` so the parent replaces the worker.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fib_core.bench.check import (
+    CheckResult,
+    Tolerance,
+    check_outputs,
+    mutated_inputs,
+    poison_,
+    resolve_tolerance,
+)
+from fib_core.bench.config import BenchmarkConfig
+from fib_core.bench.environment import EnvironmentInfo
+from fib_core.bench.inputs import generate_inputs
+from fib_core.bench.protocol import EvalResult, EvalTask
+from fib_core.bench.reference import (
+    ReferenceCache,
+    clone_args,
+    latency_key,
+    load_reference,
+    reference_outputs,
+)
+from fib_core.bench.timing import WALL_CLOCK_LABEL, L2Flusher, choose_method, measure
+from fib_core.errors import BuildError, FibError, SignatureError
+
+TRACEBACK_LINES = 25
+PhaseFn = Callable[[str], None]
+
+
+class _Failed(Exception):
+    """Ends an evaluation early with a status (raised inside, caught by :meth:`evaluate`)."""
+
+    def __init__(self, status: str, log: str, correctness: Any = None, fatal: bool = False):
+        super().__init__(log)
+        self.status, self.log, self.correctness, self.fatal = status, log, correctness, fatal
+
+
+@dataclass
+class _Prepared:
+    """Everything the solution calls need for one workload."""
+
+    sets: list[list]  # pristine input sets
+    refs: list[list]  # reference outputs per set
+    working: list  # the buffers the solution is called with
+    rotating: list[int]  # indices of inputs whose content differs between sets
+    axes: dict[str, int]  # the workload's var-axis values
+    notes: list[str] = field(default_factory=list)
+
+
+class Evaluator:
+    """Worker-side state plus the evaluation flow."""
+
+    def __init__(self, device: str, env: EnvironmentInfo, phase: PhaseFn | None = None) -> None:
+        self.device = device
+        self.kind = device.split(":")[0]
+        self.env = env
+        self.phase = phase or (lambda name: None)
+        self.ref_cache = ReferenceCache()
+        self._builds: dict[str, Any] = {}  # solution hash -> Runnable or BuildError text
+        self._flusher: L2Flusher | None = None
+
+    # --- entry point ---------------------------------------------------------------------
+
+    def evaluate(self, task: EvalTask) -> EvalResult:
+        from fib_core.data.definition import Definition
+        from fib_core.data.solution import Solution
+        from fib_core.data.workload import Workload
+
+        definition = Definition.from_dict(task.definition)
+        solution = Solution.from_dict(task.solution)
+        workload = Workload.from_dict(task.workload)
+        cfg = task.config
+        extra: dict[str, Any] = {
+            "seed": cfg.seed,
+            "device": self.kind,
+            "solution_hash": solution.hash(),
+            "runner": "isolated" if cfg.isolated else "persistent",
+            "warnings": [],
+        }
+        if self.kind != "cuda":
+            extra["timing"] = WALL_CLOCK_LABEL
+        if self.env.clocks:
+            extra["clocks"] = dict(self.env.clocks)
+        started = time.perf_counter()
+        try:
+            result = self._evaluate(definition, solution, workload, cfg, task, extra)
+        except _Failed as failed:
+            corr = failed.correctness.to_dict() if failed.correctness is not None else None
+            result = EvalResult(task.task_id, failed.status, failed.log, corr, None, extra,
+                                failed.fatal)
+        extra["harness_seconds"] = round(time.perf_counter() - started, 3)
+        if not extra["warnings"]:
+            extra.pop("warnings")
+        return result
+
+    def close(self) -> None:
+        for built in self._builds.values():
+            if hasattr(built, "close"):
+                built.close()
+        self._builds.clear()
+
+    # --- the flow ------------------------------------------------------------------------
+
+    def _evaluate(self, definition, solution, workload, cfg: BenchmarkConfig, task, extra) -> EvalResult:
+        tol = resolve_tolerance(definition, cfg)
+        extra["tolerance"] = tol.to_dict()
+        self.phase("build")
+        runnable = self._build(solution, definition, cfg)
+        self.phase("inputs")
+        prep = self._prepare(definition, workload, cfg, task.dataset_root)
+        extra["num_input_sets"] = len(prep.sets)
+        extra["warnings"].extend(prep.notes)
+        self.phase("run")
+        check = self._correctness_run(definition, runnable, prep, tol, cfg, extra)
+        self.phase("timing")
+        timing = self._time_solution(definition, runnable, prep, tol, cfg)
+        extra["warnings"].extend(w for w in timing.warnings if w not in extra["warnings"])
+        self.phase("reference-timing")
+        ref_ms, ref_extra = self._reference_latency(definition, workload, prep, cfg)
+        from fib_core.data.trace import Performance
+
+        perf_extra = timing.to_extra()
+        perf_extra["reference_timing"] = ref_extra
+        speedup = ref_ms / timing.latency_ms if timing.latency_ms > 0 and ref_ms > 0 else 0.0
+        perf = Performance(timing.latency_ms, ref_ms, speedup, extra=perf_extra)
+        log = check.message
+        return EvalResult(task.task_id, "PASSED", log, check.correctness.to_dict(),
+                          perf.to_dict(), extra)
+
+    def _build(self, solution, definition, cfg: BenchmarkConfig) -> Any:
+        from fib_core.bench._build import build_solution
+
+        key = solution.hash()
+        built = self._builds.get(key)
+        if built is None:
+            try:
+                built = build_solution(solution, definition, cfg.build_options)
+            except (BuildError, SignatureError) as err:
+                built = f"{type(err).__name__}: {err}"
+            except FibError as err:
+                built = str(err)
+            self._builds[key] = built
+        if isinstance(built, str):
+            raise _Failed("COMPILE_ERROR", built)
+        return built
+
+    def _prepare(self, definition, workload, cfg: BenchmarkConfig, root: str | None) -> _Prepared:
+        blob_cache: dict = {}
+        notes: list[str] = []
+
+        def make(k: int) -> list:
+            return generate_inputs(definition, workload, seed=cfg.seed, device=self.device,
+                                   dataset_root=root, input_set=k, blob_cache=blob_cache)
+
+        try:
+            sets = [make(0)]
+            wanted = self._affordable_sets(sets[0], cfg, notes)
+            sets += [make(k) for k in range(1, wanted)]
+        except FibError as err:
+            raise _Failed("RUNTIME_ERROR", f"inputs: {err}") from None
+        failed = definition.check_constraints(workload.axes, dict(zip(definition.input_names, sets[0], strict=True)))
+        if failed:
+            notes.append("workload violates constraint(s): " + "; ".join(failed))
+        self.phase("reference")
+        refs = []
+        for k, inputs in enumerate(sets):
+            try:
+                out, _ = reference_outputs(definition, workload, inputs, seed=cfg.seed,
+                                           device=self.device, input_set=k, cache=self.ref_cache)
+            except FibError as err:
+                raise _Failed("RUNTIME_ERROR", f"reference: {err}") from None
+            except Exception:
+                raise _Failed("RUNTIME_ERROR", "reference failed (not the solution's fault):\n"
+                              + _tail(traceback.format_exc()), fatal=self._cuda_broken()) from None
+            refs.append(out)
+        rotating = [
+            j for j in range(len(sets[0]))
+            if _is_tensor(sets[0][j]) and any(s[j] is not sets[0][j] for s in sets[1:])
+        ]
+        return _Prepared(sets, refs, clone_args(sets[0]), rotating, dict(workload.axes), notes)
+
+    def _affordable_sets(self, first: Sequence, cfg: BenchmarkConfig, notes: list[str]) -> int:
+        """How many input sets fit in ``input_memory_fraction`` of free memory (at least 1)."""
+        size = sum(v.numel() * v.element_size() for v in first if _is_tensor(v))
+        if size == 0 or cfg.num_input_sets == 1:
+            return cfg.num_input_sets
+        free = _free_memory(self.kind)
+        fit = max(1, int(cfg.input_memory_fraction * free // size) - 1)  # one more: working copy
+        if fit < cfg.num_input_sets:
+            notes.append(f"only {fit} input set(s) fit in memory (asked {cfg.num_input_sets})")
+            return fit
+        return cfg.num_input_sets
+
+    # --- correctness -----------------------------------------------------------------------
+
+    def _call(self, runnable, inputs: list, outputs: list | None) -> tuple:
+        """One solution call; exceptions become RUNTIME_ERROR (fatal if CUDA broke)."""
+        try:
+            result = runnable.run(inputs, outputs)
+            self._sync()
+            return result
+        except SignatureError as err:
+            raise _Failed("INCORRECT_SHAPE", str(err)) from None
+        except Exception:
+            fatal = self._cuda_broken()
+            raise _Failed("RUNTIME_ERROR", _solution_traceback(), fatal=fatal) from None
+
+    def _new_outputs(self, definition, prep: _Prepared) -> list:
+        import torch
+
+        from fib_core.data.dtypes import torch_dtype
+
+        shapes = definition.output_shapes(prep.axes)
+        outs = []
+        for name, spec in definition.outputs.items():
+            shape = shapes[name]
+            if shape is None:
+                outs.append(None)
+                continue
+            t = torch.empty(shape, dtype=torch_dtype(spec.dtype), device=self.device)
+            outs.append(poison_(t))
+        return outs
+
+    def _correctness_run(self, definition, runnable, prep: _Prepared, tol: Tolerance,
+                         cfg: BenchmarkConfig, extra: dict) -> CheckResult:
+        outputs = self._new_outputs(definition, prep) if runnable.dps else None
+        got = self._call(runnable, prep.working, outputs)
+        changed = mutated_inputs(definition.input_names, prep.sets[0], prep.working)
+        check = check_outputs(definition, got, prep.refs[0], tolerance=tol, inputs=prep.sets[0])
+        if changed:
+            extra["mutated_inputs"] = changed
+            text = (f"the solution modified input(s) {', '.join(changed)} in place; inputs must "
+                    "be left unchanged")
+            if not cfg.allow_input_mutation:
+                from fib_core.data.trace import EvaluationStatus
+
+                if check.passed or check.status is EvaluationStatus.INCORRECT_NUMERICAL:
+                    raise _Failed("INCORRECT_NUMERICAL", text + _join(check.message),
+                                  check.correctness)
+                raise _Failed(check.status.value, text + _join(check.message))
+            extra["warnings"].append(text)
+        if not check.passed:
+            raise _Failed(check.status.value, check.message, check.correctness)
+        return check
+
+    # --- timing ----------------------------------------------------------------------------
+
+    def _time_solution(self, definition, runnable, prep: _Prepared, tol: Tolerance,
+                       cfg: BenchmarkConfig):
+        method, notes = choose_method(cfg.timing_method, self.kind)
+        outputs = self._new_outputs(definition, prep) if runnable.dps else None
+        n_sets = len(prep.sets)
+        last: list[Any] = [None]
+        recopy = list(range(len(prep.working))) if cfg.allow_input_mutation else prep.rotating
+
+        def prepare(i: int) -> None:
+            source = prep.sets[i % n_sets]
+            for j in recopy:
+                prep.working[j].copy_(source[j])
+            if outputs is not None:
+                for t in outputs:
+                    if t is not None:
+                        poison_(t)
+
+        def call(i: int) -> None:
+            last[0] = runnable.run(prep.working, outputs)
+
+        def after_trial(trial: int, index: int) -> None:
+            self._sync()
+            s = index % n_sets
+            check = check_outputs(definition, last[0], prep.refs[s], tolerance=tol,
+                                  inputs=prep.sets[s])
+            if not check.passed:
+                raise _Failed(
+                    check.status.value,
+                    f"outputs of timed call {index} (input set {s}, trial {trial}) differ from "
+                    f"the reference; a kernel must not reuse results across calls: {check.message}",
+                    check.correctness,
+                )
+
+        try:
+            result = measure(call, prepare, device=self.device, method=method,
+                             warmup=cfg.warmup_runs, iterations=cfg.iterations,
+                             trials=cfg.num_trials, after_trial=after_trial,
+                             flusher=self._get_flusher())
+        except _Failed:
+            raise
+        except SignatureError as err:
+            raise _Failed("INCORRECT_SHAPE", str(err)) from None
+        except Exception:
+            fatal = self._cuda_broken()
+            raise _Failed("RUNTIME_ERROR", "during timing:\n" + _solution_traceback(),
+                          fatal=fatal) from None
+        result.warnings[:0] = notes
+        return result
+
+    def _reference_latency(self, definition, workload, prep: _Prepared, cfg: BenchmarkConfig):
+        """Reference latency measured like a solution's (cached per GPU and timing settings).
+
+        A slow reference gets fewer iterations so that a trial stays within
+        ``reference_time_budget_s``; the counts used are recorded.
+        """
+        if not cfg.profile_baseline:
+            return 0.0, {"skipped": True}
+        method, _ = choose_method(cfg.timing_method, self.kind)
+        settings = {"method": method, "warmup": cfg.warmup_runs, "iterations": cfg.iterations,
+                    "trials": cfg.num_trials, "sets": len(prep.sets),
+                    "budget": cfg.reference_time_budget_s}
+        key = latency_key(definition, workload, seed=cfg.seed, device_kind=self.kind,
+                          hardware=self.env.hardware, timing=settings)
+        cached = self.ref_cache.load_latency(definition, key)
+        if cached is not None:
+            return float(cached["latency_ms"]), {**cached["extra"], "cached": True}
+        fn = load_reference(definition)
+        working = clone_args(prep.sets[0])
+        n_sets = len(prep.sets)
+
+        def prepare(i: int) -> None:
+            source = prep.sets[i % n_sets]
+            for j, value in enumerate(working):
+                if _is_tensor(value):
+                    value.copy_(source[j])
+
+        def call(i: int) -> None:
+            fn(*working)
+
+        t0 = time.perf_counter()
+        call(0)
+        self._sync()
+        one = time.perf_counter() - t0
+        iterations, warmup = cfg.iterations, cfg.warmup_runs
+        budget = cfg.reference_time_budget_s
+        if one * (iterations * cfg.num_trials + warmup) > budget * cfg.num_trials:
+            iterations = max(3, min(iterations, int(budget / max(one, 1e-9))))
+            warmup = min(warmup, 1)
+        try:
+            result = measure(call, prepare, device=self.device, method=method, warmup=warmup,
+                             iterations=iterations, trials=cfg.num_trials,
+                             flusher=self._get_flusher())
+        except Exception:
+            raise _Failed("RUNTIME_ERROR", "timing the reference failed:\n"
+                          + _tail(traceback.format_exc()), fatal=self._cuda_broken()) from None
+        ref_extra = result.to_extra()
+        self.ref_cache.store_latency(definition, key, {"latency_ms": result.latency_ms,
+                                                       "extra": ref_extra})
+        return result.latency_ms, ref_extra
+
+    # --- device helpers ----------------------------------------------------------------------
+
+    def _get_flusher(self) -> L2Flusher | None:
+        if self.kind == "cuda" and self._flusher is None:
+            self._flusher = L2Flusher(self.device)
+        return self._flusher
+
+    def _sync(self) -> None:
+        if self.kind == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+
+    def _cuda_broken(self) -> bool:
+        """After an exception: can this process still use the GPU? (illegal address: no)."""
+        if self.kind != "cuda":
+            return False
+        try:
+            import torch
+
+            torch.cuda.synchronize()
+            torch.empty(1, device=self.device).add_(1).item()
+            return False
+        except Exception:
+            return True
+
+
+def _free_memory(kind: str) -> int:
+    if kind == "cuda":
+        import torch
+
+        free, _total = torch.cuda.mem_get_info()
+        return int(free)
+    import os
+
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError):
+        return 8 << 30
+
+
+def _is_tensor(value: Any) -> bool:
+    return hasattr(value, "data_ptr") and hasattr(value, "copy_")
+
+
+_KIT_DIR = str(Path(__file__).resolve().parents[1])
+
+
+def _solution_traceback() -> str:
+    """The current exception's traceback without the kit's own frames (the solution's and the
+    libraries' frames are what a contestant can act on)."""
+    exc_type, exc, tb = sys.exc_info()
+    frames = traceback.extract_tb(tb)
+    kept = [f for f in frames if not f.filename.startswith(_KIT_DIR)] or frames
+    lines = ["Traceback (most recent call last):\n", *traceback.format_list(kept),
+             *traceback.format_exception_only(exc_type, exc)]
+    return _tail("".join(lines))
+
+
+def _tail(text: str, lines: int = TRACEBACK_LINES) -> str:
+    parts = text.rstrip().splitlines()
+    if len(parts) > lines:
+        parts = ["..."] + parts[-lines:]
+    return "\n".join(parts)
+
+
+def _join(message: str) -> str:
+    return f"; also: {message}" if message else ""

@@ -1,0 +1,170 @@
+"""Benchmark: the one benchmark flow (definitions x solutions x workloads -> traces).
+
+Launchers (the CLI, ``scripts/run_local.py``, a Modal function) stay thin around this class.
+Each (solution, workload) pair is evaluated in a worker process: one persistent worker reused
+across pairs (default, fast local iteration: builds and caches stay warm), or a fresh worker per
+pair (``isolated=True``, how the organizers grade). A worker that hangs, crashes or loses its
+CUDA context is replaced and the run goes on. Traces are appended to the dataset as each
+workload finishes, so an interrupted run keeps what it measured and ``resume`` skips it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from fib_core.bench.config import BenchmarkConfig
+from fib_core.bench.events import (
+    Log,
+    SolutionStarted,
+    WorkloadFinished,
+    WorkloadSkipped,
+    WorkloadStarted,
+    emit,
+)
+from fib_core.bench.pool import WorkerDied, WorkerHandle, default_log_dir
+from fib_core.bench.protocol import EvalResult, EvalTask
+from fib_core.bench.traces import finished_pairs, is_finished, make_trace
+from fib_core.errors import FibError
+
+EventFn = Callable[[Any], None]
+
+
+class Benchmark:
+    """``Benchmark(trace_set, config).run_all()``; use as a context manager or call ``close()``."""
+
+    def __init__(self, trace_set: Any, config: BenchmarkConfig | None = None, *,
+                 on_event: EventFn | None = None) -> None:
+        self.trace_set = trace_set
+        self.config = config if config is not None else BenchmarkConfig()
+        self.on_event = on_event
+        self._log_dir = default_log_dir()
+        self._worker: WorkerHandle | None = None
+        self._task_id = 0
+        self._workers_started = 0
+
+    # --- public API ------------------------------------------------------------------------
+
+    def run_all(self, dump_traces: bool = True, resume: bool = False, *,
+                on_event: EventFn | None = None) -> list:
+        """Every (definition, solution, workload) in the TraceSet allowed by the config filters."""
+        traces: list = []
+        cfg = self.config
+        for def_name in self.trace_set.definitions:
+            if cfg.definitions is not None and def_name not in cfg.definitions:
+                continue
+            for solution in self.trace_set.solutions.get(def_name, []):
+                if cfg.solutions is not None and solution.name not in cfg.solutions:
+                    continue
+                traces += self.run_solution(solution, on_event=on_event, dump_traces=dump_traces,
+                                            resume=resume)
+        return traces
+
+    def run_solution(self, solution: Any, workloads: Iterable | None = None,
+                     progress: EventFn | None = None, *, on_event: EventFn | None = None,
+                     dump_traces: bool = False, resume: bool = False) -> list:
+        """Evaluate one solution on ``workloads`` (workload records or Workloads; None = all of
+        its definition's, filtered by the config). ``progress`` is an alias of ``on_event``.
+        With ``dump_traces`` each trace is appended to the dataset as soon as it exists."""
+        callback = on_event or progress or self.on_event
+        definition = self._definition(solution)
+        items = self._workloads(definition.name, workloads)
+        done = finished_pairs(self.trace_set, definition.name) if resume else {}
+        emit(callback, SolutionStarted(solution.name, definition.name, len(items)))
+        traces = []
+        for index, workload in enumerate(items):
+            if resume and is_finished(done, solution, workload.uuid):
+                emit(callback, WorkloadSkipped(workload.uuid, solution.name, index, len(items)))
+                continue
+            emit(callback, WorkloadStarted(workload.uuid, index, len(items), solution.name))
+            trace = self._run_one(definition, solution, workload, callback)
+            if dump_traces:
+                self.trace_set.add_traces([trace])
+            traces.append(trace)
+            emit(callback, WorkloadFinished(trace, index, len(items)))
+        return traces
+
+    def close(self) -> None:
+        """Stop the worker and remove its logs."""
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+        shutil.rmtree(self._log_dir, ignore_errors=True)
+
+    def __enter__(self) -> Benchmark:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # a forgotten close() must not leave a worker behind
+        try:
+            if self._worker is not None:
+                self._worker.kill()
+        except Exception:
+            pass
+
+    # --- internals -------------------------------------------------------------------------
+
+    def _definition(self, solution: Any) -> Any:
+        definition = self.trace_set.definitions.get(solution.definition)
+        if definition is None:
+            known = ", ".join(sorted(self.trace_set.definitions)) or "none"
+            raise FibError(
+                f"solution {solution.name!r}: definition {solution.definition!r} is not in the "
+                f"dataset (it has: {known}); fix `definition` in the solution or the dataset path"
+            )
+        return definition
+
+    def _workloads(self, def_name: str, workloads: Iterable | None) -> list:
+        if workloads is None:
+            records = self.trace_set.workloads.get(def_name, [])
+            chosen = [r.workload for r in records]
+            return [w for w in chosen if self.config.matches_workload(w.uuid)]
+        return [getattr(w, "workload", w) for w in workloads]
+
+    def _acquire_worker(self, callback: EventFn | None) -> WorkerHandle:
+        if self._worker is not None and self._worker.alive:
+            return self._worker
+        if self._worker is not None:
+            self._worker.kill()
+            emit(callback, Log("starting a new worker (the previous one ended)", "warning"))
+        worker = WorkerHandle(self.config.device, self._log_dir)
+        worker.start(timeout=max(120.0, self.config.timeout_seconds))
+        self._workers_started += 1
+        self._worker = worker
+        return worker
+
+    def _run_one(self, definition: Any, solution: Any, workload: Any,
+                 callback: EventFn | None) -> Any:
+        self._task_id += 1
+        task = EvalTask(self._task_id, definition.to_dict(), solution.to_dict(),
+                        workload.to_dict(), self.config,
+                        str(self.trace_set.root) if self.trace_set.root is not None else None)
+        try:
+            worker = self._acquire_worker(callback)
+        except WorkerDied as err:
+            raise FibError(str(err).splitlines()[0] + f" (worker log: {self._log_dir})") from None
+        result = worker.run(task, self.config.timeout_seconds,
+                            on_phase=lambda p: emit(callback, Log(f"{solution.name}: {p}", "debug")))
+        environment = worker.env.to_environment()
+        if self.config.isolated or result.fatal or not worker.alive:
+            if worker.alive:
+                worker.close()
+            else:
+                worker.kill()
+            self._worker = None
+        if result.status in ("TIMEOUT", "RUNTIME_ERROR") and not result.extra:
+            result = EvalResult(result.task_id, result.status, result.log,
+                                extra=self._parent_extra(worker, solution))
+        return make_trace(definition, workload, solution, result, environment)
+
+    def _parent_extra(self, worker: WorkerHandle, solution: Any) -> dict:
+        """Extras for a result the worker could not write itself (it was killed or died)."""
+        kind = (worker.device or "cpu").split(":")[0]
+        extra = {"seed": self.config.seed, "device": kind, "solution_hash": solution.hash(),
+                 "runner": "isolated" if self.config.isolated else "persistent"}
+        if kind != "cuda":
+            extra["timing"] = "wall-clock, not comparable"
+        return extra

@@ -1,0 +1,72 @@
+"""Turning worker results into FlashInfer-Trace records, and what ``--resume`` may skip.
+
+Kept apart from the runner so the mapping (status -> which metrics are present; our extras ->
+extra keys) lives in one place. Extras are made JSON-safe here (no NaN/inf floats), so the
+traces file stays strict JSON that other tools load.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+from fib_core.bench.protocol import EvalResult
+
+
+def json_safe(value: Any) -> Any:
+    """A copy where non-finite floats become strings ("nan", "inf", "-inf") and tuples lists."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def make_trace(definition: Any, workload: Any, solution: Any, result: EvalResult,
+               environment: Any) -> Any:
+    """The Trace for one evaluated (solution, workload) pair."""
+    from fib_core.data.trace import Correctness, Evaluation, Performance, Trace
+
+    correctness = performance = None
+    if result.status in ("PASSED", "INCORRECT_NUMERICAL") and result.correctness is not None:
+        raw = dict(result.correctness)
+        raw["extra"] = json_safe(raw.get("extra")) if raw.get("extra") is not None else None
+        correctness = Correctness.from_dict(raw)
+    if result.status == "PASSED" and result.performance is not None:
+        performance = Performance.from_dict(json_safe(result.performance))
+    status = result.status
+    if status == "INCORRECT_NUMERICAL" and correctness is None:
+        correctness = Correctness(float("inf"), float("inf"), extra={"note": "not measured"})
+    evaluation = Evaluation(
+        status=status,
+        log=result.log,
+        environment=environment,
+        timestamp=datetime.now(UTC).isoformat(timespec="seconds"),
+        correctness=correctness,
+        performance=performance,
+        extra=json_safe(result.extra),
+    )
+    return Trace(definition=definition.name, workload=workload, solution=solution.name,
+                 evaluation=evaluation)
+
+
+def finished_pairs(trace_set: Any, definition_name: str) -> dict[tuple[str, str], str | None]:
+    """(solution name, workload uuid) -> solution hash recorded, for every evaluated trace."""
+    done: dict[tuple[str, str], str | None] = {}
+    for trace in trace_set.traces.get(definition_name, []):
+        if trace.solution is None or trace.evaluation is None:
+            continue
+        done[(trace.solution, trace.workload.uuid)] = trace.evaluation.extra.get("solution_hash")
+    return done
+
+
+def is_finished(done: dict[tuple[str, str], str | None], solution: Any, uuid: str) -> bool:
+    """A pair is finished if a trace exists for it and (when recorded) the solution is unchanged."""
+    key = (solution.name, uuid)
+    if key not in done:
+        return False
+    recorded = done[key]
+    return recorded is None or recorded == solution.hash()

@@ -1,0 +1,129 @@
+"""The engine end to end on CPU: every outcome in one run, resume, isolation, events."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fib_core.bench import (
+    Benchmark,
+    BenchmarkConfig,
+    SolutionStarted,
+    WorkloadFinished,
+    WorkloadSkipped,
+    WorkloadStarted,
+)
+from fib_core.data.solution import Solution
+from fib_core.data.traceset import TraceSet
+
+FAST = dict(warmup_runs=1, iterations=3, num_trials=2, device="cpu")
+
+EXPECTED = {
+    "correct": ("PASSED", ""),
+    "triton_axpy": ("PASSED", ""),
+    "wrong": ("INCORRECT_NUMERICAL", "elements"),
+    "wrong_shape": ("INCORRECT_SHAPE", "shape (4, 8), expected (4, 16)"),
+    "wrong_dtype": ("INCORRECT_DTYPE", "float64"),
+    "nan_output": ("INCORRECT_NUMERICAL", "NaN in the solution's output"),
+    "unwritten": ("INCORRECT_NUMERICAL", "32 of 64 elements"),
+    "mutates_input": ("INCORRECT_NUMERICAL", "modified input(s) x in place"),
+    "raises": ("RUNTIME_ERROR", "raised on purpose"),
+    "kills_process": ("RUNTIME_ERROR", "about to take the worker down"),
+    "hangs": ("TIMEOUT", "timed out after 4 s"),
+    "pointer_cache": ("INCORRECT_NUMERICAL", "outputs of timed call"),
+    "syntax_error": ("COMPILE_ERROR", "SyntaxError"),
+}
+
+
+def _trace_lines(root):
+    files = sorted((root / "traces").rglob("*.jsonl"))
+    lines = [line for f in files for line in f.read_text().splitlines() if line.strip()]
+    return [json.loads(line, parse_constant=_reject) for line in lines]
+
+
+def _reject(token):
+    raise ValueError(f"non-standard JSON constant {token}")
+
+
+@pytest.mark.slow
+def test_every_outcome_in_one_run(make_dataset):
+    root = make_dataset(list(EXPECTED))
+    cfg = BenchmarkConfig(timeout_seconds=4, **FAST)
+    with Benchmark(TraceSet.from_path(root), cfg) as bench:
+        traces = bench.run_all(dump_traces=True)
+    assert len(traces) == 2 * len(EXPECTED)
+    by_pair = {(t.solution, t.workload.uuid): t for t in traces}
+    for name, (status, needle) in EXPECTED.items():
+        for uuid in ("toy-0001-small", "toy-0002-large"):
+            ev = by_pair[(name, uuid)].evaluation
+            assert ev.status.value == status, (name, uuid, ev.log)
+            if uuid == "toy-0001-small":
+                assert needle in ev.log, (name, ev.log)
+            assert ev.extra["seed"] == 0 and ev.extra["device"] == "cpu"
+            assert ev.extra["timing"] == "wall-clock, not comparable"
+    passed = by_pair[("correct", "toy-0002-large")].evaluation
+    perf = passed.performance
+    assert perf.latency_ms > 0 and perf.reference_latency_ms > 0
+    assert perf.speedup_factor == pytest.approx(perf.reference_latency_ms / perf.latency_ms)
+    assert perf.extra["timing_method"] == "wall-clock"
+    assert set(perf.extra["spread"]["overall"]) >= {"min", "p10", "median", "p90", "max", "std"}
+    assert len(perf.extra["spread"]["trials"]) == 2
+    assert passed.extra["num_input_sets"] == 4
+    assert passed.environment.libs["torch"]
+    # The file on disk is strict JSON, one record per pair, and loads back through the schema.
+    records = _trace_lines(root)
+    assert len(records) == len(traces)
+    reloaded = TraceSet.from_path(root)
+    assert sum(len(v) for v in reloaded.traces.values()) == len(traces)
+    assert {t.evaluation.status.value for t in reloaded.traces["toy_axpy"]} == {
+        s for s, _ in EXPECTED.values()}
+
+
+class _StopAfter:
+    def __init__(self, n: int) -> None:
+        self.n, self.seen = n, 0
+
+    def __call__(self, event) -> None:
+        if isinstance(event, WorkloadFinished):
+            self.seen += 1
+            if self.seen == self.n:
+                raise KeyboardInterrupt  # what Ctrl-C does mid-run
+
+
+def test_resume_after_an_interrupted_run_does_not_redo_finished_work(make_dataset):
+    root = make_dataset(["correct", "wrong"])
+    cfg = BenchmarkConfig(**FAST)
+    with pytest.raises(KeyboardInterrupt), Benchmark(TraceSet.from_path(root), cfg) as bench:
+        bench.run_all(dump_traces=True, on_event=_StopAfter(3))
+    first = _trace_lines(root)
+    assert len(first) == 3  # each finished workload was appended as it finished
+    events = []
+    with Benchmark(TraceSet.from_path(root), cfg, on_event=events.append) as bench:
+        new = bench.run_all(dump_traces=True, resume=True)
+    assert len(new) == 1
+    assert sum(isinstance(e, WorkloadSkipped) for e in events) == 3
+    assert sum(isinstance(e, WorkloadStarted) for e in events) == 1
+    final = _trace_lines(root)
+    assert final[:3] == first and len(final) == 4
+    assert {(r["solution"], r["workload"]["uuid"]) for r in final} == {
+        (s, u) for s in ("correct", "wrong") for u in ("toy-0001-small", "toy-0002-large")}
+
+
+def test_isolated_mode_and_run_solution_events(make_dataset, toy_solution_json):
+    root = make_dataset([])
+    ts = TraceSet.from_path(root)
+    solution = Solution.from_dict(toy_solution_json("correct"))  # not part of the dataset
+    events = []
+    cfg = BenchmarkConfig(isolated=True, **FAST)
+    with Benchmark(ts, cfg) as bench:
+        traces = bench.run_solution(solution, on_event=events.append)
+        assert bench._workers_started == 2  # one process per (solution, workload)
+    assert [t.evaluation.status.value for t in traces] == ["PASSED", "PASSED"]
+    assert all(t.evaluation.extra["runner"] == "isolated" for t in traces)
+    assert isinstance(events[0], SolutionStarted) and events[0].total == 2
+    kinds = [type(e).__name__ for e in events if not type(e).__name__ == "Log"]
+    assert kinds == ["SolutionStarted", "WorkloadStarted", "WorkloadFinished",
+                     "WorkloadStarted", "WorkloadFinished"]
+    assert ts.traces == {}  # run_solution does not write unless asked
+    assert not (root / "traces").exists()

@@ -1,0 +1,52 @@
+"""On a GPU: a kernel that corrupts its CUDA context and one that never ends are contained, and
+the next workload in the same run passes; the timing methods agree on a real kernel."""
+
+from __future__ import annotations
+
+import pytest
+
+from fib_core.bench import Benchmark, BenchmarkConfig
+from fib_core.data.traceset import TraceSet
+
+pytestmark = pytest.mark.gpu
+
+
+def test_illegal_access_and_infinite_loop_are_contained(make_dataset):
+    root = make_dataset(["gpu_illegal_access", "gpu_infinite_loop", "triton_axpy"])
+    cfg = BenchmarkConfig(warmup_runs=2, iterations=5, num_trials=2, device="cuda",
+                          timeout_seconds=20)
+    with Benchmark(TraceSet.from_path(root), cfg) as bench:
+        traces = bench.run_all(dump_traces=True)
+        restarts = bench._workers_started
+    got = {(t.solution, t.workload.uuid): t.evaluation for t in traces}
+    crash = got[("gpu_illegal_access", "toy-0001-small")]
+    assert crash.status.value == "RUNTIME_ERROR", crash.log
+    assert "illegal memory access" in crash.log.lower() or "cuda" in crash.log.lower()
+    hang = got[("gpu_infinite_loop", "toy-0001-small")]
+    assert hang.status.value == "TIMEOUT", hang.log
+    # The same run goes on: the next workload of each misbehaving solution passes, on a new worker.
+    for name in ("gpu_illegal_access", "gpu_infinite_loop", "triton_axpy"):
+        ev = got[(name, "toy-0002-large")]
+        assert ev.status.value == "PASSED", (name, ev.log)
+        assert ev.extra["device"] == "cuda"
+        assert ev.performance.extra["timing_method"] in ("cupti", "profiler")
+    assert got[("triton_axpy", "toy-0001-small")].status.value == "PASSED"
+    assert restarts == 3  # the first worker, one after the crash, one after the hang
+
+
+def test_timing_methods_agree_on_a_kernel(make_dataset):
+    root = make_dataset(["triton_axpy"])
+    latencies = {}
+    for method in ("profiler", "events"):
+        cfg = BenchmarkConfig(device="cuda", timing_method=method, iterations=20)
+        with Benchmark(TraceSet.from_path(root), cfg) as bench:
+            (trace,) = bench.run_all(dump_traces=False)[1:]
+        ev = trace.evaluation
+        assert ev.status.value == "PASSED", ev.log
+        assert ev.performance.extra["timing_method"] == method
+        latencies[method] = ev.performance.latency_ms
+    if "timing_warnings" in ev.performance.extra:
+        assert any("launch overhead" in w for w in ev.performance.extra["timing_warnings"])
+    # Events include launch overhead, so they can only read higher (within noise).
+    assert latencies["profiler"] <= latencies["events"] * 1.2
+    assert latencies["profiler"] > 0

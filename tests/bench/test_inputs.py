@@ -1,0 +1,168 @@
+"""Inputs: seeded, per-dtype, bounded-memory random tensors; scalars; blobs; structured generators."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from fib_core.bench import generate_inputs, register_input_generator
+from fib_core.bench import inputs as inputs_mod
+from fib_core.bench.inputs import InputError, random_tensor
+from fib_core.data.definition import Definition
+from fib_core.data.workload import Workload
+from fib_core.errors import LfsPointerError
+
+
+def _def(inputs: dict, name: str = "t_inputs") -> Definition:
+    return Definition.from_dict({
+        "name": name, "op_type": "test",
+        "axes": {"n": {"type": "var"}, "k": {"type": "const", "value": 3}},
+        "inputs": inputs,
+        "outputs": {"o": {"shape": ["n"], "dtype": "float32"}},
+        "reference": "def run(*args):\n    return None\n",
+    })
+
+
+def _wl(inputs: dict, n: int = 5, uuid: str = "wl-1") -> Workload:
+    return Workload.from_dict({"uuid": uuid, "axes": {"n": n}, "inputs": inputs})
+
+
+def test_same_seed_same_inputs_other_seed_or_set_differs(toy_definition, toy_workloads):
+    wl = toy_workloads[1]
+    a = generate_inputs(toy_definition, wl, seed=3, device="cpu", dataset_root=None)
+    b = generate_inputs(toy_definition, wl, seed=3, device="cpu", dataset_root=None)
+    c = generate_inputs(toy_definition, wl, seed=4, device="cpu", dataset_root=None)
+    d = generate_inputs(toy_definition, wl, seed=3, device="cpu", dataset_root=None, input_set=1)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert not torch.equal(a[0], c[0]) and not torch.equal(a[0], d[0])
+    assert a[2] == -0.5  # the workload's explicit scalar, in every set
+    assert a[0].shape == (64, 16) and a[0].dtype == torch.float32
+
+
+def test_every_dtype_in_range():
+    names = ["float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
+             "int64", "int32", "int16", "int8", "bool"]
+    gen = torch.Generator().manual_seed(0)
+    for name in names:
+        t = random_tensor((4096,), name, gen, "cpu")
+        assert t.shape == (4096,), name
+        if name == "bool":
+            assert set(t.int().unique().tolist()) == {0, 1}
+        elif name.startswith("int"):
+            info = torch.iinfo(t.dtype)
+            assert max(-1024, info.min) <= int(t.min()) and int(t.max()) < min(1024, info.max + 1)
+            assert t.unique().numel() > 50, name
+        else:
+            assert torch.isfinite(t.float()).all(), name
+            assert 0.5 < t.float().std() < 1.5, name
+
+
+def test_chunked_generation_is_exact_and_bounded(monkeypatch):
+    """Chunks only bound the scratch memory: the values do not depend on the chunk size."""
+    whole = random_tensor((3, 1000), "float8_e4m3fn", torch.Generator().manual_seed(1), "cpu")
+    seen = []
+    real_randn = torch.randn
+
+    def spy(*args, **kwargs):
+        seen.append(args[0])
+        return real_randn(*args, **kwargs)
+
+    monkeypatch.setattr(inputs_mod, "CHUNK_ELEMENTS", 256)
+    monkeypatch.setattr(torch, "randn", spy)
+    chunked = random_tensor((3, 1000), "float8_e4m3fn", torch.Generator().manual_seed(1), "cpu")
+    assert max(seen) <= 256 and sum(seen) == 3000
+    assert torch.equal(whole.view(torch.uint8), chunked.view(torch.uint8))
+
+
+def test_scalars_optional_and_zero_d():
+    d = _def({
+        "s": {"shape": None, "dtype": "float32"},
+        "i": {"shape": None, "dtype": "int32"},
+        "z": {"shape": [], "dtype": "float32"},
+        "opt": {"shape": ["n"], "dtype": "float32", "optional": True},
+    })
+    wl = _wl({"s": {"type": "random"}, "i": {"type": "scalar", "value": 7},
+              "z": {"type": "random"}})
+    s, i, z, opt = generate_inputs(d, wl, seed=0, device="cpu", dataset_root=None)
+    assert isinstance(s, float) and i == 7 and opt is None
+    assert isinstance(z, torch.Tensor) and z.dim() == 0
+
+
+def test_missing_required_input_names_it():
+    d = _def({"a": {"shape": ["n"], "dtype": "float32"}})
+    with pytest.raises(InputError, match="no entry for input 'a'"):
+        generate_inputs(d, _wl({}), seed=0, device="cpu", dataset_root=None)
+
+
+def test_safetensors_relative_to_root_and_checked(tmp_path):
+    d = _def({"a": {"shape": ["n", "k"], "dtype": "int32"}})
+    blob = tmp_path / "blob" / "a.safetensors"
+    blob.parent.mkdir()
+    data = torch.arange(15, dtype=torch.int32).reshape(5, 3)
+    save_file({"a": data, "wrong": data.float()}, str(blob))
+    spec = {"type": "safetensors", "path": "./blob/a.safetensors", "tensor_key": "a"}
+    (got,) = generate_inputs(d, _wl({"a": spec}), seed=0, device="cpu", dataset_root=tmp_path)
+    assert torch.equal(got, data)
+    with pytest.raises(InputError, match=r"has shape \(5, 3\), expected \(4, 3\)"):
+        generate_inputs(d, _wl({"a": spec}, n=4), seed=0, device="cpu", dataset_root=tmp_path)
+    bad = dict(spec, tensor_key="wrong")
+    with pytest.raises(InputError, match="dtype float32, expected int32"):
+        generate_inputs(d, _wl({"a": bad}), seed=0, device="cpu", dataset_root=tmp_path)
+    missing = dict(spec, tensor_key="nope")
+    with pytest.raises(InputError, match="no tensor 'nope'"):
+        generate_inputs(d, _wl({"a": missing}), seed=0, device="cpu", dataset_root=tmp_path)
+
+
+def test_lfs_pointer_and_missing_blob(tmp_path):
+    d = _def({"a": {"shape": ["n"], "dtype": "float32"}})
+    (tmp_path / "p.safetensors").write_text(
+        "version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 10\n")
+    spec = {"type": "safetensors", "path": "p.safetensors", "tensor_key": "a"}
+    with pytest.raises(LfsPointerError, match="git lfs pull"):
+        generate_inputs(d, _wl({"a": spec}), seed=0, device="cpu", dataset_root=tmp_path)
+    gone = dict(spec, path="gone.safetensors")
+    with pytest.raises(InputError, match="not found"):
+        generate_inputs(d, _wl({"a": gone}), seed=0, device="cpu", dataset_root=tmp_path)
+
+
+def test_structured_generator_overrides_random_but_not_explicit_inputs():
+    d = _def({
+        "lens": {"shape": ["n"], "dtype": "int32"},
+        "table": {"shape": ["n", "k"], "dtype": "int32"},
+        "x": {"shape": ["n"], "dtype": "float32"},
+    }, name="t_structured")
+    calls = []
+
+    @register_input_generator("t_structured")
+    def _gen(definition, axes, gen, device):
+        calls.append(dict(axes))
+        n = axes["n"]
+        lens = torch.randint(1, 10, (n,), generator=gen, dtype=torch.int32, device=device)
+        table = torch.arange(n * axes["k"], dtype=torch.int32, device=device).reshape(n, -1)
+        return {"lens": lens, "table": table}
+
+    wl = _wl({"lens": {"type": "random"}, "table": {"type": "scalar", "value": 5},
+              "x": {"type": "random"}})
+    lens, table, x = generate_inputs(d, wl, seed=0, device="cpu", dataset_root=None)
+    assert calls == [{"n": 5, "k": 3}]
+    assert 1 <= int(lens.min()) and int(lens.max()) < 10  # from the generator
+    assert torch.equal(table, torch.full((5, 3), 5, dtype=torch.int32))  # explicit scalar kept
+    again = generate_inputs(d, wl, seed=0, device="cpu", dataset_root=None)
+    assert torch.equal(again[0], lens) and torch.equal(again[2], x)
+
+
+def test_generator_output_is_validated():
+    d = _def({"lens": {"shape": ["n"], "dtype": "int32"}}, name="t_bad_gen")
+    register_input_generator("t_bad_gen")(lambda definition, axes, gen, device: {
+        "lens": torch.zeros(axes["n"] + 1, dtype=torch.int32)})
+    with pytest.raises(InputError, match=r"'lens' is int32 \(6,\), expected int32 \(5,\)"):
+        generate_inputs(d, _wl({"lens": {"type": "random"}}), seed=0, device="cpu",
+                        dataset_root=None)
+    d2 = dataclasses.replace(d, name="t_bad_gen2")
+    register_input_generator("t_bad_gen2")(lambda *a: {"nope": torch.zeros(1)})
+    with pytest.raises(InputError, match="produced 'nope'"):
+        generate_inputs(d2, _wl({"lens": {"type": "random"}}), seed=0, device="cpu",
+                        dataset_root=None)

@@ -1,0 +1,45 @@
+"""Tolerance precedence: kit defaults -> op_type -> definition -> explicit config (wins)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from fib_core.bench import BenchmarkConfig, resolve_tolerance
+from fib_core.bench.check import ToleranceError
+
+
+def _with(definition, **changes):
+    return dataclasses.replace(definition, **changes)
+
+
+def test_defaults(toy_definition):
+    tol = resolve_tolerance(toy_definition, BenchmarkConfig())
+    assert (tol.atol, tol.rtol, tol.required_matched_ratio) == (1e-2, 1e-2, 1.0)
+    assert set(tol.sources.values()) == {"default"}
+
+
+def test_op_type_moe_lowers_the_matched_ratio(toy_definition):
+    moe = _with(toy_definition, op_type="moe")
+    tol = resolve_tolerance(moe, BenchmarkConfig())
+    assert tol.required_matched_ratio == 0.95 and tol.sources["required_matched_ratio"] == "op_type"
+    assert tol.atol == 1e-2
+
+
+def test_definition_beats_op_type_and_config_beats_everything(toy_definition):
+    moe = _with(toy_definition, op_type="moe",
+                extra={"tolerance": {"atol": 1.0, "rtol": 0.3, "required_matched_ratio": 0.9}})
+    tol = resolve_tolerance(moe, BenchmarkConfig())
+    assert (tol.atol, tol.rtol, tol.required_matched_ratio) == (1.0, 0.3, 0.9)
+    assert set(tol.sources.values()) == {"definition"}
+    explicit = resolve_tolerance(moe, BenchmarkConfig(rtol=0.05, required_matched_ratio=1.0))
+    assert (explicit.atol, explicit.rtol, explicit.required_matched_ratio) == (1.0, 0.05, 1.0)
+    assert explicit.sources == {"atol": "definition", "rtol": "config",
+                                "required_matched_ratio": "config"}
+
+
+def test_bad_definition_tolerance_is_a_user_error(toy_definition):
+    bad = _with(toy_definition, extra={"tolerance": {"atoll": 1}})
+    with pytest.raises(ToleranceError, match="toy_axpy"):
+        resolve_tolerance(bad, BenchmarkConfig())

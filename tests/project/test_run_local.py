@@ -1,0 +1,81 @@
+"""scripts/run_local.py end to end on the embedded default dataset (CPU smoke run here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def run_local(repo_root: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, COLUMNS="160", PYTHONUNBUFFERED="1")
+    env.pop("FIB_DATASET_PATH", None)
+    return subprocess.run(
+        [sys.executable, str(repo_root / "scripts" / "run_local.py"), *args],
+        capture_output=True, text=True, cwd=cwd or repo_root, env=env, timeout=900,
+    )
+
+
+@pytest.fixture(scope="module")
+def first_run(repo_root: Path, tmp_path_factory: pytest.TempPathFactory):
+    out = tmp_path_factory.mktemp("run") / "base.json"
+    proc = run_local(repo_root, "--json", str(out))
+    return proc, out
+
+
+def test_default_starter_passes_with_table_summary_and_exit_0(first_run) -> None:
+    proc, out = first_run
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    text = proc.stdout
+    import torch
+
+    if not torch.cuda.is_available():
+        assert "CPU smoke run" in text and "correctness only" in text
+    for column in ("status", "latency", "speedup", "roofline"):
+        assert column in text
+    assert "Passed: " in text and "Score: " in text
+    data = json.loads(out.read_text())
+    rows = data["rows"]
+    assert rows and all(r["status"] == "PASSED" for r in rows)
+    assert data["definition"] == "gdn_decode_qk4_v8_d128_k_last"
+
+
+def test_compare_with_a_previous_run(repo_root: Path, first_run) -> None:
+    _, base = first_run
+    proc = run_local(repo_root, "--compare", str(base), "--workloads", "batch_size=1")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "compare" in proc.stdout.lower() or "change" in proc.stdout.lower()
+
+
+def test_failing_kernel_gives_reason_and_exit_1(repo_root: Path, tmp_path: Path) -> None:
+    """A kernel that leaves its output unwritten: INCORRECT_NUMERICAL with a reason, exit 1."""
+    src = repo_root / "solution" / "triton" / "kernel.py"
+    fork = tmp_path / "fork"
+    (fork / "solution" / "triton").mkdir(parents=True)
+    text = src.read_text()
+    # Keep the real kernel for new_state, but never write `output`.
+    text += "\n\n_real_run = run\n\ndef run(q, k, v, state, A_log, a, dt_bias, b, scale, output, new_state):\n"
+    text += "    scratch = output.clone()\n"
+    text += "    _real_run(q, k, v, state, A_log, a, dt_bias, b, scale, scratch, new_state)\n"
+    (fork / "solution" / "triton" / "kernel.py").write_text(text)
+    (fork / "config.toml").write_text((repo_root / "config.toml").read_text())
+    proc = run_local(repo_root, "--config", str(fork / "config.toml"), "--workloads", "batch_size=1")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "INCORRECT_NUMERICAL" in proc.stdout
+    assert "Score: 0" in proc.stdout
+
+
+def test_user_error_is_one_line_exit_2(repo_root: Path, tmp_path: Path) -> None:
+    cfg = tmp_path / "config.toml"
+    cfg.write_text((repo_root / "config.toml").read_text().replace(
+        'definition = "gdn_decode_qk4_v8_d128_k_last"', 'definition = "gdn_decode_qk4"'))
+    proc = run_local(repo_root, "--config", str(cfg))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "closest: gdn_decode_qk4_v8_d128_k_last" in lines[0], proc.stderr
