@@ -184,11 +184,9 @@ def format_table(rows: list[dict], device: str) -> str:
 
 
 SWEEPS = {
-    "attention": [dict(block_k=bk, num_warps=w, num_stages=st, num_splits=sp)
-                  for bk in (32, 64) for w in (4, 8) for st in (1, 2)
-                  for sp in (8, 16, 32, 64)],
-    "indexer": [dict(operands=o, num_warps_score=ws, num_warps_select=w)
-                for o in ("fp8", "bf16") for ws in (4, 8) for w in (4, 8, 16)],
+    "attention": [dict(block_k=bk, num_warps=w, num_stages=1, num_splits=sp)
+                  for bk in (32, 64) for w in (4, 8) for sp in (16, 32, 64)],
+    "indexer": [dict(num_warps_select=w, radix_bits=r) for w in (4, 8) for r in (1, 2)],
 }
 
 
@@ -241,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
 def sweep(only: str | None, refs: dict) -> str:
     """Time alternative settings on a few representative shapes (correctness checked too)."""
     lines = ["settings sweep (ms; x = failed)"]
-    targets = {"attention": [(1,), (2,), (8,)], "indexer": [(1, 3), (8, 32), (30, 91)]}
+    targets = {"attention": [(n,) for n in T.ATTN_NUM_TOKENS],
+               "indexer": [(1, 3), (8, 32), (15, 82), (30, 91)]}
     for kind, shapes in targets.items():
         if only not in (None, kind):
             continue

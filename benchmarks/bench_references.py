@@ -11,7 +11,8 @@ For each contest definition of the embedded dataset it
 Timing: CUDA events around whole calls (the references are Python loops of small kernels, so
 launch overhead is part of their cost), after one warm-up call, median of the timed calls.
 
-Run: ``python benchmarks/bench_references.py [--official DIR] [--out DIR] [--budget-s 120]``.
+Run: ``python benchmarks/bench_references.py [--official DIR] [--out DIR] [--budget-s 120]``
+(``--device cpu`` for a smoke run on the quick workloads without MoE).
 ``--official`` is the folder holding the contest's ``definitions/``; the default is the
 ``shared/mlsys26`` folder beside the repository. Without it only our reference is timed.
 """
@@ -51,23 +52,34 @@ def load_official(root: Path | None, op_type: str, name: str) -> Any:
     return namespace["run"]
 
 
-def time_call(fn: Any, inputs: list, iterations: int, slow_s: float = 2.0) -> float:
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_call(fn: Any, inputs: list, iterations: int, device: str, slow_s: float = 2.0) -> float:
     """Median milliseconds of up to ``iterations`` calls after one warm-up call (fewer, but at
-    least two, when one call takes long enough that ``iterations`` of them exceed ``slow_s``)."""
-    torch.cuda.synchronize()
+    least two, when one call takes long enough that ``iterations`` of them exceed ``slow_s``).
+    CUDA events on a GPU, the wall clock on a CPU."""
+    _sync(device)
     warm = time.perf_counter()
     fn(*inputs)
-    torch.cuda.synchronize()
+    _sync(device)
     warm = time.perf_counter() - warm
     iterations = max(2, min(iterations, int(slow_s / max(warm, 1e-6))))
     samples = []
     for _ in range(iterations):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn(*inputs)
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end))
+        if device == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn(*inputs)
+            end.record()
+            end.synchronize()
+            samples.append(start.elapsed_time(end))
+        else:
+            begin = time.perf_counter()
+            fn(*inputs)
+            samples.append((time.perf_counter() - begin) * 1e3)
     return statistics.median(samples)
 
 
@@ -91,12 +103,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=5)
     parser.add_argument("--budget-s", type=float, default=120.0, help="stop timing after this")
     parser.add_argument("--definitions", nargs="*", default=None)
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="cpu: a smoke run on the quick workloads, MoE left out (too big)")
     args = parser.parse_args(argv)
 
-    if not torch.cuda.is_available():
-        print("error: this benchmark needs a CUDA GPU", file=sys.stderr)
+    device = args.device
+    if device == "cuda" and not torch.cuda.is_available():
+        print("error: no CUDA GPU; pass --device cpu for a smoke run", file=sys.stderr)
         return 2
-    device_name = torch.cuda.get_device_name()
+    device_name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
     peak = detect_gpu_peak(device_name) or GPU_PEAKS["H100 SXM"]
     official_root = args.official if args.official.is_dir() else None
     print(f"device: {device_name}; roofline peaks: {peak.name} ({peak.bandwidth_gbs:.0f} GB/s, "
@@ -107,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     root = embedded_dataset_path()
     ts = TraceSet.from_path(root)
     names = args.definitions or sorted(ts.definitions)
+    if device == "cpu":
+        names = [n for n in names if not n.startswith("moe_")]
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
 
@@ -135,15 +152,18 @@ def main(argv: list[str] | None = None) -> int:
         definition = ts.definitions[name]
         ours = load_reference(name)["run"]
         theirs = load_official(official_root, definition.op_type, name)
-        for trace in pick_timed(name, ts.workloads[name], args.timed, peak):
+        candidates = ts.workloads[name]
+        if device == "cpu":
+            candidates = [t for t in candidates if t.workload.extra.get("tags")]
+        for trace in pick_timed(name, candidates, args.timed, peak):
             if time.monotonic() - started > args.budget_s:
                 print(f"(time budget of {args.budget_s:.0f} s spent: stopping)")
                 break
             workload = trace.workload
-            inputs = generate_inputs(definition, workload, seed=0, device="cuda", dataset_root=root)
+            inputs = generate_inputs(definition, workload, seed=0, device=device, dataset_root=root)
             floor = roofline_floor_ms(workload_cost(name, workload.axes, _named(definition, inputs)), peak)
-            t_ours = time_call(ours, inputs, args.iterations)
-            t_theirs = time_call(theirs, inputs, args.iterations) if theirs else float("nan")
+            t_ours = time_call(ours, inputs, args.iterations, device)
+            t_theirs = time_call(theirs, inputs, args.iterations, device) if theirs else float("nan")
             ratio = t_ours / t_theirs if theirs else float("nan")
             rows.append({"definition": name, "uuid": workload.uuid, "axes": workload.axes,
                          "ours_ms": t_ours, "official_ms": t_theirs, "ratio": ratio,
@@ -152,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name[:40]:40} {axes[:44]:44} {t_ours:9.3f} {t_theirs:9.3f} {ratio:6.2f} "
                   f"{floor.ms:9.5f}", flush=True)
             del inputs
-            torch.cuda.empty_cache()
+            if device == "cuda":
+                torch.cuda.empty_cache()
     (args.out / "reference_timings.json").write_text(json.dumps(
         {"device": device_name, "peak": peak.name, "torch": torch.__version__, "rows": rows}, indent=1))
     outside = [r for r in rows if r["official_ms"] == r["official_ms"] and abs(r["ratio"] - 1) > 0.2]

@@ -12,17 +12,11 @@ import json
 import os
 import tempfile
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from fib_core.errors import LFS_POINTER_PREFIX, LfsPointerError, SchemaError
-
-
-class _FromDict(Protocol):
-    @classmethod
-    def from_dict(cls, d: dict) -> Any: ...
-
 
 T = TypeVar("T")
 
@@ -43,17 +37,8 @@ def _read_text(path: Path) -> str:
     return text
 
 
-def parse_object(cls: Callable[..., T] | type, raw: Any, *, file: Path | str | None = None,
-                 line: int | None = None) -> Any:
-    """``cls.from_dict(raw)`` with schema errors located at ``file``:``line``."""
-    try:
-        return cls.from_dict(raw)
-    except SchemaError as err:
-        raise err.located(file, line) from None
-
-
 def load_json(path: str | Path, cls: type[T]) -> T:
-    """Load one object of ``cls`` from a JSON file."""
+    """Load one object of ``cls`` (a schema class with ``from_dict``) from a JSON file."""
     path = Path(path)
     text = _read_text(path)
     try:
@@ -62,7 +47,10 @@ def load_json(path: str | Path, cls: type[T]) -> T:
         raise SchemaError(
             "valid JSON", file=path, line=err.lineno, found=f"{err.msg} at column {err.colno}"
         ) from None
-    return parse_object(cls, raw, file=path)
+    try:
+        return cls.from_dict(raw)  # type: ignore[attr-defined]
+    except SchemaError as err:
+        raise err.located(path) from None
 
 
 def is_truncated_json(text: str) -> bool:

@@ -8,7 +8,6 @@ score is the mean over definitions of their best solution there.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -41,14 +40,14 @@ def collect_records(traces: Iterable[Trace]) -> dict[str, SolutionRecord]:
             rec.failed = True
             continue
         perf = evaluation.performance
-        latency = perf.latency_ms if perf is not None else math.nan
-        if not (math.isfinite(latency) and latency > 0):
+        if perf is None or not perf.is_valid:
             raise SchemaError(
                 "a finite latency_ms > 0 in a PASSED trace",
                 field="evaluation.performance.latency_ms",
-                found=latency,
+                found=perf.latency_ms if perf is not None else None,
                 hint=f"solution {trace.solution!r}, workload {trace.workload.uuid!r}",
             )
+        latency = perf.latency_ms
         uuid = trace.workload.uuid
         previous = rec.best_latency.get(uuid)
         if previous is None or latency < previous:

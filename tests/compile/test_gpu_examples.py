@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from fib_core.compile import BuildOptions, build
+from fib_core.compile.arch import arch_for_capability
 
 pytestmark = pytest.mark.gpu
 
@@ -29,13 +30,22 @@ def _nvcc_matches_torch() -> bool:
     return bool(torch.version.cuda) and have.split(".")[0] == torch.version.cuda.split(".")[0]
 
 
+@pytest.fixture(scope="module")
+def gpu_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("gpu_cache")
+
+
 @pytest.mark.parametrize("with_y", [True, False], ids=["with_y", "y_none"])
 @pytest.mark.parametrize("kind", list(EXAMPLES))
-def test_example_is_correct_on_the_current_stream(kind, with_y, example_solution, toy_definition, cache_dir) -> None:
+def test_example_is_correct_on_the_current_stream(kind, with_y, example_solution, toy_definition, gpu_cache) -> None:
     if kind == "torch" and not _nvcc_matches_torch():
         pytest.skip(f"nvcc major differs from torch's CUDA {torch.version.cuda}: torch refuses to build")
     folder, spec = EXAMPLES[kind]
-    runnable = build(example_solution(folder, **spec), toy_definition, BuildOptions(cache_dir=cache_dir))
+    # no cuda_arch given: detected from the GPU (sm_90a on H100/H200)
+    runnable = build(example_solution(folder, **spec), toy_definition, BuildOptions(cache_dir=gpu_cache))
+    if kind != "triton":
+        detected = arch_for_capability(*torch.cuda.get_device_capability()).sm
+        assert runnable.meta["archs"] == [detected]
     n = 1 << 20
     gen = torch.Generator(device="cuda").manual_seed(0)
     x_real = torch.randn(n, device="cuda", generator=gen)

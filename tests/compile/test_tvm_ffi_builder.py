@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from fib_core.compile import BuildOptions, build
+from fib_core.compile import BuildOptions, build, deps, toolchain
 from fib_core.compile import arch as arch_mod
-from fib_core.compile import deps, toolchain
 from fib_core.errors import BuildError, SignatureError
 
 from .conftest import solution_from_sources

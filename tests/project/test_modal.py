@@ -69,3 +69,48 @@ def test_split_request_covers_every_workload_once(run_modal) -> None:
     items = list(range(10))
     parts = [shard_of(items, s.shard, s.num_shards) for s in shards]
     assert sorted(x for p in parts for x in p) == items
+
+
+@pytest.fixture(scope="module")
+def request_dict(repo_root: Path):
+    from dataclasses import asdict
+
+    from fib_core.project.runflow import RunOptions, make_request
+    from fib_core.project.workspace import open_workspace
+
+    ws = open_workspace(repo_root / "config.toml")
+    return asdict(make_request(ws.cfg, ws.pack(), RunOptions(quick=True, device="cpu")))
+
+
+@pytest.mark.slow
+def test_remote_body_runs_in_process_and_shards_merge_to_the_unsharded_run(
+    run_modal, request_dict
+) -> None:
+    """`.local()` runs the container's body here; 2 shards merge into the 1-shard result."""
+    from fib_core.project.runflow import RunRequest, merge_shards
+
+    whole = run_modal.run_shard.local(request_dict, True, "unused")
+    assert "error" not in whole, whole.get("error")
+    req = RunRequest(**request_dict)
+    parts = [
+        run_modal.run_shard_body(asdict_(req.for_shard(i, 2)), True, "unused") for i in range(2)
+    ]
+    merged, _ = merge_shards(run_modal.collect(parts))
+    single, _ = merge_shards(run_modal.collect([whole]))
+
+    def verdicts(traces):
+        return [
+            (t.workload.uuid, t.evaluation.status.value,
+             t.evaluation.correctness.max_absolute_error if t.evaluation.correctness else None)
+            for t in traces
+        ]
+
+    assert len(single) >= 2
+    assert all(t.evaluation.status.value == "PASSED" for t in single)
+    assert verdicts(merged) == verdicts(single)
+
+
+def asdict_(obj):
+    from dataclasses import asdict
+
+    return asdict(obj)

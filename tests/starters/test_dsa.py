@@ -294,18 +294,22 @@ def test_attention_plan_splits_bounds() -> None:
     assert plan(1, 2048, 32, 132, min_blocks=1) == 64
 
 
-def _run_indexer(inputs: list, topk: int = 2048) -> torch.Tensor:
+def _run_indexer(inputs: list, topk: int = 2048, **knobs) -> torch.Tensor:
     out = torch.full((inputs[0].shape[0], topk), 12345, dtype=torch.int32,
                      device=inputs[0].device)
-    indexer_starter().run(*inputs, out)
+    indexer_starter().run(*inputs, out, **knobs)
     return out
 
 
-def test_indexer_long_short_and_empty_requests() -> None:
+RADIX = pytest.mark.parametrize("radix_bits", [1, 2])  # both threshold searches of the select
+
+
+@RADIX
+def test_indexer_long_short_and_empty_requests(radix_bits: int) -> None:
     # > topk tokens (ragged last page), < topk tokens, exactly topk, and an empty request.
     inputs = make_indexer_inputs(4, 40, num_pages=200, seq_lens=[2500, 1000, 2048, 0], seed=7,
                                  device=DEVICE)
-    got = _run_indexer(inputs)
+    got = _run_indexer(inputs, radix_bits=radix_bits)
     check_topk(got, inputs, reference(INDEXER).run(*inputs))
     assert (got[3] == -1).all()
 
@@ -316,19 +320,21 @@ def test_indexer_real_shapes_small_cache(batch: int, max_pages: int) -> None:
     check_topk(_run_indexer(inputs), inputs, reference(INDEXER).run(*inputs))
 
 
-def test_indexer_ties_pick_exactly_k() -> None:
+@RADIX
+def test_indexer_ties_pick_exactly_k(radix_bits: int) -> None:
     # All weights 0: every score is 0, so the threshold sits on a 3000-way tie.
     inputs = make_indexer_inputs(1, 47, num_pages=100, seq_lens=[3000], seed=8, device=DEVICE)
     inputs[2].zero_()
-    check_topk(_run_indexer(inputs), inputs)
+    check_topk(_run_indexer(inputs, radix_bits=radix_bits), inputs)
 
 
-def test_indexer_negative_scores() -> None:
+@RADIX
+def test_indexer_negative_scores(radix_bits: int) -> None:
     # Negative weights make every score <= 0: the float-to-int ordering must hold below zero.
     inputs = make_indexer_inputs(2, 40, num_pages=100, seq_lens=[2560, 2100], seed=9,
                                  device=DEVICE)
     inputs[2].copy_(-inputs[2].abs())
-    check_topk(_run_indexer(inputs), inputs)
+    check_topk(_run_indexer(inputs, radix_bits=radix_bits), inputs)
 
 
 def test_indexer_sizes_come_from_shapes() -> None:
@@ -376,11 +382,11 @@ def test_attention_gpu_real_workloads(num_tokens: int) -> None:
 
 
 @pytest.mark.gpu
+@RADIX
 @pytest.mark.parametrize("batch,max_pages", INDEXER_REAL)
-def test_indexer_gpu_real_workloads(batch: int, max_pages: int) -> None:
+def test_indexer_gpu_real_workloads(batch: int, max_pages: int, radix_bits: int) -> None:
     inputs = make_indexer_inputs(batch, max_pages, seed=batch * 100 + max_pages, device="cuda")
-    out = torch.full((batch, 2048), 12345, dtype=torch.int32, device="cuda")
-    indexer_starter().run(*inputs, out)
+    out = _run_indexer(inputs, radix_bits=radix_bits)
     check_topk(out, inputs, reference(INDEXER).run(*inputs))
 
 

@@ -20,7 +20,8 @@ so the kernel is bound by memory bandwidth and by how many rows are in flight at
   of SMs would do all the work;
 * each split keeps an online softmax in base 2 and writes a normalised partial output plus its
   base-2 lse; a small second kernel merges the splits with a max-shifted weighting, which is
-  exact and never overflows, and leaves empty splits (lse -inf) with weight 0;
+  exact and never overflows, and leaves empty splits (lse -inf) with weight 0. It reads all
+  splits of a slice at once: a loop over splits would pay one L2 round trip per split;
 * padding (-1) is masked at the load, so padded slots cost no memory traffic.
 
 Head count and sizes are read from the tensor shapes; only the last dimension of each tensor must
@@ -134,31 +135,34 @@ def _dsa_split_kernel(
 def _dsa_combine_kernel(
     part_out_ptr, part_lse_ptr, out_ptr, lse_ptr,
     num_heads, num_splits, s_o_t, s_o_h, s_l_t,
-    BLOCK_S: tl.constexpr, D_CKV: tl.constexpr,
+    BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr, D_CKV: tl.constexpr,
 ):
-    """One (token, head): merge the splits, weighting each by 2^(lse_s - max lse)."""
+    """One (token, head, BLOCK_D slice of the output): merge the splits, weighting each by
+    2^(lse_s - max lse). All splits are loaded at once, so the merge costs one round trip to
+    L2 (where the partials still are) instead of one per split."""
     tok = tl.program_id(0)
     head = tl.program_id(1)
+    d_blk = tl.program_id(2)
     offs_s = tl.arange(0, BLOCK_S)
-    offs_c = tl.arange(0, D_CKV)
+    offs_d = d_blk * BLOCK_D + tl.arange(0, BLOCK_D)
+    s_mask = offs_s < num_splits
 
-    base = tok * num_splits * num_heads + head  # row of split 0; split s is s * num_heads on
-    lse_s = tl.load(part_lse_ptr + base + offs_s * num_heads, mask=offs_s < num_splits,
-                    other=float("-inf"))
+    rows = (tok * num_splits + offs_s) * num_heads + head  # partial row of each split
+    lse_s = tl.load(part_lse_ptr + rows, mask=s_mask, other=float("-inf"))
     m = tl.max(lse_s, axis=0)
     m_use = tl.where(m == float("-inf"), 0.0, m)
-    total = tl.sum(tl.exp2(lse_s - m_use), axis=0)  # empty splits contribute 2^-inf = 0
+    w = tl.exp2(lse_s - m_use)  # empty splits (lse -inf) weigh 0
+    total = tl.sum(w, axis=0)
 
-    acc = tl.zeros([D_CKV], tl.float32)
-    for s in range(num_splits):
-        w = tl.exp2(tl.load(part_lse_ptr + base + s * num_heads) - m_use)
-        acc += w * tl.load(part_out_ptr + (base + s * num_heads) * D_CKV + offs_c)
+    part = tl.load(part_out_ptr + rows[:, None] * D_CKV + offs_d[None, :],
+                   mask=s_mask[:, None], other=0.0)  # [BLOCK_S, BLOCK_D]
+    acc = tl.sum(part * w[:, None], axis=0)
 
     has = total > 0.0
     out = acc / tl.where(has, total, 1.0)
-    tl.store(out_ptr + tok * s_o_t + head * s_o_h + offs_c, out.to(out_ptr.dtype.element_ty))
+    tl.store(out_ptr + tok * s_o_t + head * s_o_h + offs_d, out.to(out_ptr.dtype.element_ty))
     lse = tl.where(has, m_use + tl.log2(tl.where(has, total, 1.0)), float("-inf"))
-    tl.store(lse_ptr + tok * s_l_t + head, lse)
+    tl.store(lse_ptr + tok * s_l_t + head, lse, mask=d_blk == 0)
 
 
 @functools.lru_cache(maxsize=8)
@@ -241,8 +245,10 @@ def run(
         BLOCK_H=max(16, triton.next_power_of_2(num_heads)), D_CKV=d_ckv, D_KPE=d_kpe,
         BLOCK_K=block_k, WIDEN=_INTERPRET, num_warps=num_warps, num_stages=num_stages,
     )
-    _dsa_combine_kernel[(num_tokens, num_heads)](
+    block_s = triton.next_power_of_2(num_splits)
+    block_d = min(d_ckv, max(16, 4096 // block_s))  # ~4K partial values per program
+    _dsa_combine_kernel[(num_tokens, num_heads, d_ckv // block_d)](
         part_out, part_lse, output, lse, num_heads, num_splits,
         output.stride(0), output.stride(1), lse.stride(0),
-        BLOCK_S=triton.next_power_of_2(num_splits), D_CKV=d_ckv, num_warps=4,
+        BLOCK_S=block_s, BLOCK_D=block_d, D_CKV=d_ckv, num_warps=4,
     )
