@@ -47,8 +47,9 @@ def _load_test_helpers():
 
 H = _load_test_helpers()
 
-PREFILL_BENCH = [(6, 1), (16, 1), (139, 3), (461, 2), (983, 2), (2107, 1), (3999, 13),
-                 (5709, 2), (8192, 20), (8192, 32), (8192, 57)]
+PREFILL_BENCH = [(6, 1), (16, 1), (134, 1), (139, 3), (461, 2), (983, 2), (1377, 1),
+                 (2107, 1), (3271, 2), (3999, 13), (4124, 15), (5709, 2), (8192, 20),
+                 (8192, 32), (8192, 57)]
 
 
 # --- timing ----------------------------------------------------------------------------------
@@ -228,8 +229,8 @@ def tune(lines):
     for batch in (1, 8, 64):
         inputs = H.decode_inputs(batch, seed=batch, device="cuda")
         cells = []
-        for block_v in (4, 8, 16, 32, 64):
-            for warps in (1, 2, 4, 8):
+        for block_v in (4, 8, 16):
+            for warps in (1, 2):
                 dec._launch_config = lambda *_, bv=block_v, w=warps: (bv, w)
                 call, _ = dps(dec.run, inputs, False)
                 cells.append(f"({block_v},{warps}):{bench_us(call):.1f}")
@@ -237,24 +238,50 @@ def tune(lines):
         lines.append(f"B={batch}: " + " ".join(cells))
 
     pre = H.load_triton_starter(H.PREFILL_DIR / "triton")
-    default_scan, default_dot = pre._scan_config, pre.F32_DOT
-    lines.append("tune prefill: shape -> (BLOCK_V, warps, stages, f32 dot): us")
-    for total, n in ((139, 3), (2107, 1), (5709, 2), (8192, 32)):
+    saved = (pre._scan_config, pre._output_config, pre.PREP_WARPS)
+    lines.append("tune prefill: shape -> scan (BLOCK_V, warps), output (BLOCK_V, warps), "
+                 "prep warps: us ('!' = wrong result)")
+    for total, n in ((139, 3), (2107, 1), (5709, 2), (8192, 32), (8192, 57)):
         gen = torch.Generator().manual_seed(total * 100 + n)
         inputs = H.prefill_inputs(H.split_lengths(total, n, gen), seed=total + n, device="cuda")
-        want = H.kit_reference(H.PREFILL)(*inputs) if total < 3000 else None
+        want = H.naive_prefill(*inputs)
         cells = []
-        configs = [(bv, w, 2, "tf32") for bv in (16, 32, 64) for w in (4, 8)]
-        configs += [(32, 4, 1, "tf32"), (32, 4, 3, "tf32"), (32, 4, 2, "tf32x3")]
-        for bv, w, st, dot in configs:
-            pre._scan_config = lambda *_, c=(bv, w, st): c
-            pre.F32_DOT = dot
-            call, outs = dps(pre.run, inputs, True)
-            call()
-            ok = "" if want is None else ("" if verdict(outs, want) == "ok" else "!")
-            cells.append(f"({bv},{w},{st},{dot}):{bench_us(call):.1f}{ok}")
-        pre._scan_config, pre.F32_DOT = default_scan, default_dot
+        configs = [((bv, w), (64, 4), 4) for bv in (16, 32, 64) for w in (2, 4)]
+        configs += [((16, 4), (32, 4), 4), ((16, 4), (128, 4), 4), ((16, 4), (64, 8), 4)]
+        configs += [((16, 4), (64, 4), 2), ((16, 4), (64, 4), 8)]
+        for scan, out, prep in configs:
+            pre._scan_config = lambda *_, c=scan: c
+            pre._output_config = lambda *_, c=out: c
+            pre.PREP_WARPS = prep
+            try:
+                call, outs = dps(pre.run, inputs, True)
+                call()
+                ok = "" if verdict(outs, want) == "ok" else "!"
+                cells.append(f"s{scan}o{out}p{prep}:{bench_us(call):.1f}{ok}")
+            except Exception as err:  # e.g. out of resources for a large block
+                cells.append(f"s{scan}o{out}p{prep}:{type(err).__name__}")
+        pre._scan_config, pre._output_config, pre.PREP_WARPS = saved
         lines.append(f"T={total},N={n}: " + " ".join(cells))
+        lines.append(f"  stages (default config): {stage_times(pre.run, inputs)}")
+
+
+def stage_times(run, inputs) -> str:
+    """Average device time of each kernel of one call, from the torch profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    call, _ = dps(run, inputs, True)
+    call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(10):
+            call()
+        torch.cuda.synchronize()
+    parts = []
+    for evt in prof.key_averages():
+        total_us = getattr(evt, "device_time_total", None) or getattr(evt, "cuda_time_total", 0)
+        if evt.count and total_us:
+            parts.append(f"{evt.key[:28]}={total_us / evt.count:.1f}us")
+    return " ".join(parts)
 
 
 def main() -> int:

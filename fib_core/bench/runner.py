@@ -129,7 +129,6 @@ class Benchmark:
             return self._worker
         if self._worker is not None:
             self._worker.kill()
-            emit(callback, Log("starting a new worker (the previous one ended)", "warning"))
         worker = WorkerHandle(self.config.device, self._log_dir)
         worker.start(timeout=max(120.0, self.config.timeout_seconds))
         self._workers_started += 1
@@ -150,6 +149,9 @@ class Benchmark:
                             on_phase=lambda p: emit(callback, Log(f"{solution.name}: {p}", "debug")))
         environment = worker.env.to_environment()
         if self.config.isolated or result.fatal or not worker.alive:
+            if not self.config.isolated:
+                emit(callback, Log(f"{solution.name}: {result.status} on workload "
+                                   f"{workload.uuid}; replacing the worker", "warning"))
             if worker.alive:
                 worker.close()
             else:

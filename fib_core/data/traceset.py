@@ -100,7 +100,7 @@ class TraceSet:
                 "is this the dataset root? point at the folder that holds definitions/",
             )
         # Building ~10 objects a record makes the cyclic GC rescan the growing heap again and
-        # again (a third of the load time at 50,000 traces); records hold no cycles, so pause it.
+        # again (about a third of the CPU time at 50,000 traces); records hold no cycles.
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:

@@ -33,6 +33,7 @@ from typing import Any
 
 from fib_core.dataset.references import reference_source
 from fib_core.dataset.workload_table import workload_rows
+from fib_core.errors import FibError
 
 DATA_VERSION = 1
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -54,6 +55,10 @@ BLOB_INPUTS: dict[str, tuple[str, ...]] = {
     "gdn_prefill_qk4_v8_d128_k_last": ("cu_seqlens",),
     "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048": ("routing_logits", "routing_bias"),
 }
+
+
+class DatasetCacheError(FibError):
+    """The embedded dataset cannot be written where the cache folder points."""
 
 
 # --- what the dataset holds (pure data, no torch) --------------------------------------------
@@ -225,8 +230,14 @@ def embedded_dataset_path() -> Path:
     final = cache_dir() / f"embedded-dataset-v{DATA_VERSION}-{content_hash()}"
     if (final / "definitions").is_dir():
         return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".embedded-dataset-", dir=final.parent))
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".embedded-dataset-", dir=final.parent))
+    except OSError as err:
+        raise DatasetCacheError(
+            f"{final.parent}: cannot write the embedded dataset ({err.strerror or err}); "
+            f"set {CACHE_ENV} to a writable folder"
+        ) from None
     try:
         write_dataset(staging)
         try:

@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 
+from fib_core.errors import FibError
+
 PAGE_SIZE = 64
 TOPK = 2048
 KEY_DIM = 128
@@ -34,6 +36,10 @@ DSA_SM_SCALE = 0.1352337788608801  # 1/sqrt(192), the real workloads' value
 GDN_SCALE = 1.0 / math.sqrt(128)  # assumed: the real GDN workloads' scale is not public
 
 GeneratorFn = Callable[[Any, dict[str, int], torch.Generator, Any], dict[str, torch.Tensor]]
+
+
+class StructuredInputError(FibError, ValueError):
+    """A workload's axes admit no valid structured input (e.g. more sequences than tokens)."""
 
 
 # --- small seeded helpers -------------------------------------------------------------------
@@ -184,7 +190,10 @@ def gdn_cu_seqlens(
     is shorter than 64 tokens (a chunk), the case chunked kernels most often get wrong.
     """
     if num_seqs < 1 or total_seq_len < num_seqs:
-        raise ValueError(f"cannot split {total_seq_len} tokens into {num_seqs} non-empty sequences")
+        raise StructuredInputError(
+            f"total_seq_len={total_seq_len}, num_seqs={num_seqs}: cannot split the tokens into "
+            "that many non-empty sequences; fix the workload's axes (total_seq_len >= num_seqs >= 1)"
+        )
     spare = total_seq_len - num_seqs
     lengths = [1] * num_seqs
     first_extra = 0

@@ -9,6 +9,7 @@ import pytest
 from fib_core.bench import (
     Benchmark,
     BenchmarkConfig,
+    Log,
     SolutionStarted,
     WorkloadFinished,
     WorkloadSkipped,
@@ -50,8 +51,11 @@ def _reject(token):
 def test_every_outcome_in_one_run(make_dataset):
     root = make_dataset(list(EXPECTED))
     cfg = BenchmarkConfig(timeout_seconds=4, **FAST)
-    with Benchmark(TraceSet.from_path(root), cfg) as bench:
+    events = []
+    with Benchmark(TraceSet.from_path(root), cfg, on_event=events.append) as bench:
         traces = bench.run_all(dump_traces=True)
+    replaced = [e.message for e in events if isinstance(e, Log) and "replacing" in e.message]
+    assert len(replaced) == 4  # kills_process and hangs, two workloads each
     assert len(traces) == 2 * len(EXPECTED)
     by_pair = {(t.solution, t.workload.uuid): t for t in traces}
     for name, (status, needle) in EXPECTED.items():

@@ -127,6 +127,15 @@ def test_folder_name_follows_the_content_hash(tmp_path, monkeypatch):
     assert first != second and first.name.endswith("aaaaaaaaaaaa") and second.is_dir()
 
 
+def test_unwritable_cache_is_a_one_line_user_error(tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setenv("FIB_CACHE_DIR", str(blocker))
+    with pytest.raises(embedded.DatasetCacheError, match="set FIB_CACHE_DIR to a writable folder") as info:
+        embedded_dataset_path()
+    assert str(blocker) in str(info.value) and "\n" not in str(info.value)
+
+
 def test_default_dataset_path_prefers_the_environment(tmp_path, monkeypatch, dataset_root):
     monkeypatch.setenv("FIB_DATASET_PATH", str(tmp_path))
     assert default_dataset_path() == tmp_path

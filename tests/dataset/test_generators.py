@@ -75,7 +75,7 @@ def test_cu_seqlens_split_the_tokens_into_non_empty_sequences(total, seqs):
 
 
 def test_cu_seqlens_rejects_impossible_split():
-    with pytest.raises(ValueError, match="cannot split"):
+    with pytest.raises(G.StructuredInputError, match="total_seq_len=3, num_seqs=4"):
         G.gdn_cu_seqlens(3, 4, _gen())
 
 

@@ -42,8 +42,7 @@ def _source(name: str) -> str:
 def _build(name: str) -> Any:
     """Build the template the way the kit builds a contestant's CUDA solution."""
     pytest.importorskip("tvm_ffi")
-    from fib_core.compile.build import build
-    from fib_core.compile.options import BuildOptions
+    from fib_core.compile import BuildOptions, build
     from fib_core.data.solution import BuildSpec, Solution, SourceFile
 
     solution = Solution(

@@ -285,13 +285,13 @@ def test_attention_sizes_come_from_shapes() -> None:
 
 def test_attention_plan_splits_bounds() -> None:
     plan = attention_starter().plan_splits
-    assert plan(1, 2048, 32, 132) == 32  # one token: many splits, each still 2 blocks deep
-    assert plan(2, 2048, 32, 132) == 32
-    assert plan(8, 2048, 32, 132) == 32  # 8 * 32 programs ~ 2 per SM
-    assert plan(64, 2048, 32, 132) == 4
-    assert plan(1000, 2048, 32, 132) == 1
-    assert plan(1, 20, 32, 132) == 1  # fewer selections than one block
-    assert plan(1, 2048, 32, 132, min_blocks=1) == 64
+    assert plan(1, 2048, 64, 132) == 32  # one token: every 64-row block its own program
+    assert plan(2, 2048, 64, 132) == 32
+    assert plan(8, 2048, 64, 132) == 16  # 128 programs ~ one per SM
+    assert plan(64, 2048, 64, 132) == 2
+    assert plan(1000, 2048, 64, 132) == 1
+    assert plan(1, 20, 64, 132) == 1  # fewer selections than one block
+    assert plan(1, 2048, 32, 132) == 64
 
 
 def _run_indexer(inputs: list, topk: int = 2048, **knobs) -> torch.Tensor:

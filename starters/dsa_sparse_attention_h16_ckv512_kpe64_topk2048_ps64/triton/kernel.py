@@ -173,16 +173,17 @@ def _sm_count(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def plan_splits(num_tokens: int, topk: int, block_k: int, sm_count: int,
-                min_blocks: int = 2) -> int:
+def plan_splits(num_tokens: int, topk: int, block_k: int, sm_count: int) -> int:
     """How many programs share one token's selections.
 
-    About one program per SM in total, but each split keeps at least ``min_blocks`` blocks of
-    selections: a split's partial result (heads x D_CKV fp32) costs traffic of its own, so
-    very thin splits trade gather bandwidth for merge traffic.
+    About one program per two SMs in total (a power of two per token), never a split thinner
+    than one block. Each split pays for its own query load and partial result (heads x D_CKV
+    fp32, as much as 28 gathered rows), so splitting further only helps while SMs are idle: on
+    an H200 this rule was the fastest of the settings tried for 1 to 8 tokens
+    (``benchmarks/bench_dsa.py --sweep``).
     """
-    max_splits = max(1, topk // (block_k * min_blocks))
-    want = max(1, math.ceil(sm_count / max(num_tokens, 1)))
+    max_splits = max(1, topk // block_k)
+    want = max(1, math.ceil(sm_count / (2 * max(num_tokens, 1))))
     return min(max_splits, triton.next_power_of_2(want))
 
 
@@ -203,10 +204,10 @@ def run(
     output: torch.Tensor,  # [N, H, D_CKV] bf16, written
     lse: torch.Tensor,  # [N, H] f32, written (base 2)
     *,
-    block_k: int = 32,
+    block_k: int = 64,
     num_splits: int | None = None,
-    num_warps: int = 4,
-    num_stages: int = 2,
+    num_warps: int = 8,
+    num_stages: int = 1,
 ) -> None:
     """Destination-passing entry point: fills ``output`` and ``lse``.
 

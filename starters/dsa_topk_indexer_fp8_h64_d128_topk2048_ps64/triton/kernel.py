@@ -122,9 +122,9 @@ def _select_kernel(
         # 16 steps cost 16 reductions instead of 32.
         u = key.to(tl.int64) + 2147483648
         t = tl.full([], 0, tl.int64)
+        unit = tl.full([], 1 << 30, tl.int64)  # the digit's weight: 4^15, 4^14, ..., 1
         steps = tl.where(seq_len > topk, 16, 0)
-        for i in range(steps):
-            unit = tl.full([], 1, tl.int64) << (30 - 2 * i).to(tl.int64)
+        for _ in range(steps):
             ge1 = (valid & (u >= t + unit)).to(tl.int64)
             ge2 = (valid & (u >= t + 2 * unit)).to(tl.int64)
             ge3 = (valid & (u >= t + 3 * unit)).to(tl.int64)
@@ -134,6 +134,7 @@ def _select_kernel(
             n3 = packed >> 40
             digit = (n1 >= k).to(tl.int64) + (n2 >= k).to(tl.int64) + (n3 >= k).to(tl.int64)
             t = t + digit * unit
+            unit = unit >> 2
         thr = (t - 2147483648).to(tl.int32)
     else:
         # Bisection on the key value: 32 steps cover the int32 range, one count each.

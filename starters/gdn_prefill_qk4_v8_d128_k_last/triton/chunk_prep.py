@@ -13,15 +13,14 @@ T = (I + A)^-1 this is U = U~ - W S0^T where
     W  = T diag(beta * gamma) K      [C, K]      U~ = T diag(beta) V      [C, V]
 
 Both depend only on the chunk's own inputs, so every (chunk, head) pair is computed in parallel
-here; stage 2 (chunk_scan.py) walks the chunks of a sequence in order and only does the small
-state-dependent matmuls. This kernel also stores the in-chunk log-decay log(gamma_t).
+here; stage 2 (chunk_scan.py) walks each sequence's chunks in order doing only the two
+state-dependent matmuls, and stage 3 (chunk_output.py) the outputs. This kernel also stores
+the in-chunk log decay log(gamma_t).
 
-Where the time goes: ten 16x16x128 K.K^T blocks (bf16 tensor cores), the 64x64 inverse, and
+Where the time goes: ten 16x16x128 K.K^T blocks (tensor cores), the 64x64 inverse, and
 twenty 16x16x128 products for W and U~; then 2 x C x 128 fp32 stores per token-head. The inverse
-is done blockwise: each 16x16 diagonal block by forward substitution (16 cheap register steps),
-the off-diagonal blocks by the block formula T_ij = -T_ii sum_m A_im T_mj (small matmuls),
-which keeps the sequential part short and exact in fp32 (a power series would cancel
-catastrophically when keys are correlated).
+is done blockwise with small matmuls only: each 16x16 diagonal block by a short product
+formula, the off-diagonal blocks by T_ij = -T_ii sum_m A_im T_mj.
 """
 
 from __future__ import annotations
@@ -105,24 +104,30 @@ def _a_block(ki, kj, beta_i, gi, gj, DIAG: tl.constexpr, SUB: tl.constexpr):
 
 
 @triton.jit
-def _invert_unit_lower(a, SUB: tl.constexpr):
-    """(I + a)^-1 for strictly lower-triangular a [SUB, SUB], by forward substitution.
-
-    Row i of the inverse is e_i - sum_{s<i} a[i, s] * row s; rows are finished in order.
-    """
-    r = tl.arange(0, SUB)
-    x = (r[:, None] == r[None, :]).to(tl.float32)
-    for i in tl.static_range(1, SUB):
-        a_i = tl.sum(tl.where(r[:, None] == i, a, 0.0), axis=0)  # row i of a
-        x_i = tl.sum(a_i[:, None] * x, axis=0)  # (row i of a) @ x
-        x = tl.where(r[:, None] == i, x - x_i[None, :], x)
-    return x
-
-
-@triton.jit
 def _mm(x, y):
     # Small fp32 products of the inverse: exact fp32 on CUDA cores (ieee), they are 16x16x16.
     return tl.dot(x, y, input_precision="ieee")
+
+
+@triton.jit
+def _invert_unit_lower(a, SUB: tl.constexpr):
+    """(I + a)^-1 for strictly lower-triangular a [16, 16], with six small matmuls.
+
+    a^16 = 0, so (I + a)^-1 = (I - a)(I + a^2)(I + a^4)(I + a^8) exactly. Register-level
+    forward substitution would need 15 dependent steps, each a cross-warp reduction. The
+    product form is safe at this size: with unit keys |a| <= 1, and even for identical keys
+    the largest power entry is C(14, 7) = 3432, a ~2e-4 relative rounding error in fp32;
+    over a whole 64-token chunk the same trick would cancel catastrophically.
+    """
+    r = tl.arange(0, SUB)
+    eye = (r[:, None] == r[None, :]).to(tl.float32)
+    x = eye - a
+    p = _mm(a, a)  # a^2
+    x = _mm(x, eye + p)
+    p = _mm(p, p)  # a^4
+    x = _mm(x, eye + p)
+    p = _mm(p, p)  # a^8
+    return _mm(x, eye + p)
 
 
 @triton.jit

@@ -7,16 +7,19 @@ The recurrence, per sequence and value head h (S is the [V, K] state, fp32), tok
 
 Token by token this is T dependent rank-1 updates of a 64 KiB state: no tensor cores and no
 parallelism along the sequence. The chunked form (the one flash-linear-attention uses) cuts
-each sequence into 64-token chunks and runs in two launches:
+each sequence into 64-token chunks and runs in three launches:
 
-1. ``chunk_prep.chunk_prep_kernel`` — every (chunk, head) in parallel: the gates, the
-   in-chunk decay, and the WY-style matrices W and U~ that fold the chunk's 64 delta-rule
-   steps into matmuls (needs a 64x64 triangular inverse).
-2. ``chunk_scan.chunk_scan_kernel`` — every (sequence, head, slice of state rows) walks its
-   chunks in order: 4 small matmuls per chunk produce the outputs and the next state.
+1. ``chunk_prep``   every (chunk, head) in parallel: the gates, the in-chunk decay, and the
+   WY-style matrices W and U~ that fold the chunk's 64 delta-rule steps into matmuls (needs a
+   64x64 triangular inverse).
+2. ``chunk_scan``   every (sequence, head, slice of state rows) walks its chunks in order with
+   two small matmuls per chunk: the only sequential part, kept minimal. It saves each chunk's
+   starting state and corrections.
+3. ``chunk_output`` every (chunk, head, slice of columns) in parallel: the outputs.
 
 No host sync: sequence boundaries stay on the GPU (``cu_seqlens`` is read inside the kernels)
-and the launch sizes use only tensor shapes. Head counts and sizes come from the shapes too.
+and launch sizes use only tensor shapes (the chunk count is bounded by ceil(T / 64) + N).
+Head counts and sizes come from the shapes too.
 """
 
 from __future__ import annotations
@@ -26,25 +29,29 @@ import math
 import torch
 import triton
 
+from .chunk_output import chunk_output_kernel
 from .chunk_prep import CHUNK, SUB, chunk_prep_kernel, prep_grid
 from .chunk_scan import chunk_scan_kernel
 
 # Precision of the fp32 x fp32 matmuls: "tf32" (tensor cores, 10-bit mantissa) keeps errors
 # around 1e-3 relative; "tf32x3" is near-fp32 at three times the tensor-core work.
 F32_DOT = "tf32"
+PREP_WARPS = 4
 
 
-def _scan_config(num_seqs: int, num_v_heads: int, head_v: int) -> tuple[int, int, int]:
-    """(BLOCK_V, num_warps, num_stages) for stage 2.
+def _scan_config(num_seqs: int, num_v_heads: int, head_v: int) -> tuple[int, int]:
+    """(BLOCK_V, num_warps) for stage 2, the sequential walk.
 
-    Few sequences leave most of the GPU idle, so their state is cut into thinner row slices
-    (more programs walking in parallel); many sequences use wider slices, which repeat less of
-    the per-chunk Q K^T work.
+    Its length is the longest sequence, so thin row slices (more programs walking side by
+    side, less work per step) pay off when there are few sequences.
     """
-    programs_at_64 = num_seqs * num_v_heads * triton.cdiv(head_v, 64)
-    block_v = 64 if programs_at_64 >= 264 else 32 if programs_at_64 >= 66 else 16
-    block_v = min(block_v, triton.next_power_of_2(head_v))
-    return block_v, 4, 2
+    block_v = 16 if num_seqs * num_v_heads * triton.cdiv(head_v, 32) < 528 else 32
+    return min(block_v, triton.next_power_of_2(head_v)), 4
+
+
+def _output_config(head_v: int) -> tuple[int, int]:
+    """(BLOCK_V, num_warps) for stage 3, the parallel outputs."""
+    return min(64, triton.next_power_of_2(head_v)), 4
 
 
 def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_state):
@@ -73,52 +80,57 @@ def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_sta
         new_state.zero_()
         return output, new_state
 
-    # Stage-1 results, token-major like the inputs. fp32 keeps the chunk algebra exact enough
-    # for long sequences; they are the largest memory traffic of the whole computation.
+    # Stage-1 results, token-major like the inputs; fp32 keeps the chunk algebra accurate on
+    # long sequences. Stage 2 overwrites U~ with U in place; h holds each chunk's start state.
     w = torch.empty(total, num_v_heads, head_k, device=q.device, dtype=torch.float32)
     u = torch.empty(total, num_v_heads, head_v, device=q.device, dtype=torch.float32)
     g = torch.empty(total, num_v_heads, device=q.device, dtype=torch.float32)
+    slots, _ = prep_grid(total, num_seqs, num_v_heads)
+    h = torch.empty(slots, num_v_heads, head_v, head_k, device=q.device, dtype=torch.float32)
     group = num_v_heads // num_qk_heads
+    block_n = triton.next_power_of_2(num_seqs + 1)
 
-    chunk_prep_kernel[prep_grid(total, num_seqs, num_v_heads)](
+    chunk_prep_kernel[(slots, num_v_heads)](
         k, v, a, b, A_log, dt_bias, cu_seqlens,
         w, u, g,
         num_seqs,
         k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         a.stride(0), b.stride(0),
         w.stride(0), w.stride(1), u.stride(0), u.stride(1), g.stride(0),
-        NUM_V_HEADS=num_v_heads,
-        GROUP=group,
-        K=head_k,
-        V=head_v,
-        BLOCK_K=head_k,
-        BLOCK_V=head_v,
-        BLOCK_N=triton.next_power_of_2(num_seqs + 1),
-        CHUNK=CHUNK,
-        SUB=SUB,
+        NUM_V_HEADS=num_v_heads, GROUP=group, K=head_k, V=head_v,
+        BLOCK_K=head_k, BLOCK_V=head_v, BLOCK_N=block_n, CHUNK=CHUNK, SUB=SUB,
         F32_DOT=F32_DOT,
-        num_warps=4,
+        num_warps=PREP_WARPS,
     )
 
-    block_v, num_warps, num_stages = _scan_config(num_seqs, num_v_heads, head_v)
+    block_v, num_warps = _scan_config(num_seqs, num_v_heads, head_v)
     state_arg = state if state is not None else new_state  # never read when HAS_STATE=False
     chunk_scan_kernel[(num_seqs, num_v_heads, triton.cdiv(head_v, block_v))](
-        q, k, w, u, g, cu_seqlens, state_arg,
-        output, new_state,
+        k, w, u, g, cu_seqlens, state_arg,
+        h, new_state,
+        num_seqs,
+        k.stride(0), k.stride(1),
+        w.stride(0), w.stride(1), u.stride(0), u.stride(1), g.stride(0),
+        h.stride(0), h.stride(1),
+        state_arg.stride(0), state_arg.stride(1), new_state.stride(0), new_state.stride(1),
+        GROUP=group, K=head_k, V=head_v,
+        BLOCK_K=head_k, BLOCK_V=block_v, BLOCK_N=block_n, CHUNK=CHUNK,
+        HAS_STATE=state is not None, F32_DOT=F32_DOT,
+        num_warps=num_warps, num_stages=1,
+    )
+
+    block_v, num_warps = _output_config(head_v)
+    chunk_output_kernel[(slots, num_v_heads, triton.cdiv(head_v, block_v))](
+        q, k, u, g, h, cu_seqlens,
+        output,
+        num_seqs,
         float(scale),
         q.stride(0), q.stride(1), k.stride(0), k.stride(1),
-        w.stride(0), w.stride(1), u.stride(0), u.stride(1), g.stride(0),
+        u.stride(0), u.stride(1), g.stride(0),
+        h.stride(0), h.stride(1),
         output.stride(0), output.stride(1),
-        state_arg.stride(0), state_arg.stride(1), new_state.stride(0), new_state.stride(1),
-        GROUP=group,
-        K=head_k,
-        V=head_v,
-        BLOCK_K=head_k,
-        BLOCK_V=block_v,
-        CHUNK=CHUNK,
-        HAS_STATE=state is not None,
-        F32_DOT=F32_DOT,
+        GROUP=group, K=head_k, V=head_v,
+        BLOCK_K=head_k, BLOCK_V=block_v, BLOCK_N=block_n, CHUNK=CHUNK, F32_DOT=F32_DOT,
         num_warps=num_warps,
-        num_stages=num_stages,
     )
     return output, new_state
