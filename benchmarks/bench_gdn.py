@@ -238,7 +238,7 @@ def tune(lines):
         lines.append(f"B={batch}: " + " ".join(cells))
 
     pre = H.load_triton_starter(H.PREFILL_DIR / "triton")
-    saved = (pre._scan_config, pre._output_config, pre.PREP_WARPS)
+    saved = (pre._scan_config, pre._output_config, pre._prep_warps)
     lines.append("tune prefill: shape -> scan (BLOCK_V, warps), output (BLOCK_V, warps), "
                  "prep warps: us ('!' = wrong result)")
     for total, n in ((139, 3), (2107, 1), (5709, 2), (8192, 32), (8192, 57)):
@@ -252,7 +252,7 @@ def tune(lines):
         for scan, out, prep in configs:
             pre._scan_config = lambda *_, c=scan: c
             pre._output_config = lambda *_, c=out: c
-            pre.PREP_WARPS = prep
+            pre._prep_warps = lambda *_, w=prep: w
             try:
                 call, outs = dps(pre.run, inputs, True)
                 call()
@@ -260,7 +260,7 @@ def tune(lines):
                 cells.append(f"s{scan}o{out}p{prep}:{bench_us(call):.1f}{ok}")
             except Exception as err:  # e.g. out of resources for a large block
                 cells.append(f"s{scan}o{out}p{prep}:{type(err).__name__}")
-        pre._scan_config, pre._output_config, pre.PREP_WARPS = saved
+        pre._scan_config, pre._output_config, pre._prep_warps = saved
         lines.append(f"T={total},N={n}: " + " ".join(cells))
         lines.append(f"  stages (default config): {stage_times(pre.run, inputs)}")
 
