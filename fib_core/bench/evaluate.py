@@ -40,6 +40,10 @@ from fib_core.bench.timing import WALL_CLOCK_LABEL, L2Flusher, choose_method, me
 from fib_core.errors import BuildError, FibError, SignatureError
 
 TRACEBACK_LINES = 25
+# Reference timing: one trial of at most this many calls (after as many warm-ups); see
+# Evaluator._reference_latency for why.
+REFERENCE_MAX_WARMUP = 2
+REFERENCE_MAX_ITERATIONS = 10
 PhaseFn = Callable[[str], None]
 
 
@@ -319,8 +323,9 @@ class Evaluator:
         if not cfg.profile_baseline:
             return 0.0, {"skipped": True}
         method, _ = choose_method(cfg.timing_method, self.kind)
-        settings = {"method": method, "warmup": cfg.warmup_runs, "iterations": cfg.iterations,
-                    "trials": cfg.num_trials, "sets": len(prep.sets),
+        settings = {"method": method, "warmup": min(cfg.warmup_runs, REFERENCE_MAX_WARMUP),
+                    "iterations": min(cfg.iterations, REFERENCE_MAX_ITERATIONS),
+                    "trials": 1, "sets": len(prep.sets),
                     "budget": cfg.reference_time_budget_s}
         key = latency_key(definition, workload, seed=cfg.seed, device_kind=self.kind,
                           hardware=self.env.hardware, timing=settings)
@@ -344,14 +349,18 @@ class Evaluator:
         call(0)
         self._sync()
         one = time.perf_counter() - t0
-        iterations, warmup = cfg.iterations, cfg.warmup_runs
+        # The reference is a slow, many-kernel Python function whose latency barely varies:
+        # a few timed calls in one trial give its median, with the same method, flush and
+        # input rotation as the solution. Timing it as often as a solution made the first run
+        # of a workload wait seconds on the profiler, not on the GPU.
+        warmup = min(cfg.warmup_runs, REFERENCE_MAX_WARMUP)
+        iterations = min(cfg.iterations, REFERENCE_MAX_ITERATIONS)
         budget = cfg.reference_time_budget_s
-        if one * (iterations * cfg.num_trials + warmup) > budget * cfg.num_trials:
+        if one * (iterations + warmup) > budget:
             iterations = max(3, min(iterations, int(budget / max(one, 1e-9))))
-            warmup = min(warmup, 1)
         try:
             result = measure(call, prepare, device=self.device, method=method, warmup=warmup,
-                             iterations=iterations, trials=cfg.num_trials,
+                             iterations=iterations, trials=1,
                              flusher=self._get_flusher())
         except Exception:
             raise _Failed("RUNTIME_ERROR", "timing the reference failed:\n"

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The kit's end-to-end checks on a CUDA machine, in order of importance; each step has its own
+# time limit so one slow step cannot starve the others. Logs and JSON go to $OUT.
+#   OUT=gpu-results bash benchmarks/gpu_checks.sh [step ...]
+# Steps: harness run_local modal_body timing references starters
+set -u
+OUT=$(realpath -m "${OUT:-gpu-results}")
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" COLUMNS=150
+export FIB_CACHE_DIR=${FIB_CACHE_DIR:-/tmp/fib_gpu_cache}
+steps=${*:-run_local modal_body timing references}
+summary=()
+
+step() {  # step NAME SECONDS COMMAND...
+    local name=$1 limit=$2; shift 2
+    local t0=$SECONDS
+    timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+    local rc=$?
+    summary+=("$(printf '%-22s rc=%-3s %4ss' "$name" "$rc" "$((SECONDS - t0))")")
+}
+
+for s in $steps; do
+    case $s in
+    harness)
+        # What one workload costs the harness: first run (reference computed and timed) vs a
+        # re-run (reference outputs and latency from the disk cache).
+        step harness-first 90 python3 scripts/run_local.py --workloads "${HARNESS_UUID:-aef6e889}"
+        step harness-cached 90 python3 scripts/run_local.py --workloads "${HARNESS_UUID:-aef6e889}" ;;
+    run_local)
+        step run_local 170 python3 scripts/run_local.py --json "$OUT/run_local.json" ;;
+    modal_body)
+        step modal_body 150 python3 benchmarks/modal_body_check.py \
+            --local-json "$OUT/run_local.json" --json "$OUT/modal_body.json" --parallel 2 ;;
+    timing)
+        step timing 120 python3 benchmarks/bench_timing.py --json "$OUT/timing.json" ;;
+    references)
+        step references 110 python3 benchmarks/bench_references.py \
+            --official "${OFFICIAL:-.fib_cache/mlsys26}" --out "$OUT" --budget-s 60 ;;
+    starters)
+        # Every other starter through the kit, on a scratch copy of the fork.
+        fork=$(mktemp -d)/fork
+        cp -r . "$fork"
+        pushd "$fork" > /dev/null || exit 1
+        for def in gdn_prefill_qk4_v8_d128_k_last dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64 \
+                   dsa_topk_indexer_fp8_h64_d128_topk2048_ps64 \
+                   moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048; do
+            python3 scripts/switch_track.py "$def" --force > /dev/null
+            # shellcheck disable=SC2086
+            step "starter-${def:0:12}" "${STARTER_LIMIT:-100}" \
+                python3 scripts/run_local.py --json "$OUT/$def.json" ${STARTER_ARGS:-}
+        done
+        popd > /dev/null ;;
+    esac
+done
+
+echo "---- gpu checks ----"
+printf '%s\n' "${summary[@]}"
