@@ -43,6 +43,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions]:
     p.add_argument("--rtol", type=float)
     p.add_argument("--required-matched-ratio", type=float)
     p.add_argument("--seed", type=int)
+    p.add_argument("--timing-method", choices=["auto", "cupti", "profiler", "events"])
     p.add_argument(
         "--isolated",
         action="store_true",
@@ -64,6 +65,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions]:
         rtol=a.rtol,
         required_matched_ratio=a.required_matched_ratio,
         seed=a.seed,
+        timing_method=a.timing_method,
         isolated=a.isolated,
         device=a.device,
         json_path=a.json_path,

@@ -36,6 +36,16 @@ FIRST_INDICES_SHOWN = 5
 DEFAULT_TOLERANCE = {"atol": 1e-2, "rtol": 1e-2, "required_matched_ratio": 1.0}
 # Per op_type defaults, as the organizers package them (fp8 MoE accepts 5% of outliers).
 OP_TYPE_TOLERANCE: dict[str, dict[str, float]] = {"moe": {"required_matched_ratio": 0.95}}
+# How the contest grades these definitions (the organizers pass these as CLI flags, so the
+# dataset's files do not carry them): applied by name, above op_type, below the definition's
+# own "tolerance" key and explicit settings.
+CONTEST_TOLERANCE: dict[str, dict[str, float]] = {
+    "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048": {
+        "atol": 1.0,
+        "rtol": 0.3,
+        "required_matched_ratio": 0.9,
+    },
+}
 TOLERANCE_KEYS = ("atol", "rtol", "required_matched_ratio")
 
 
@@ -74,11 +84,13 @@ class Tolerance:
 
 
 def resolve_tolerance(definition: Definition, config: BenchmarkConfig | None = None) -> Tolerance:
-    """defaults -> op_type -> definition -> explicit config: the last layer that sets a value wins."""
+    """defaults -> op_type -> contest grading -> definition -> explicit config: the last layer
+    that sets a value wins."""
     values: dict[str, float] = dict(DEFAULT_TOLERANCE)
     sources = {key: "default" for key in TOLERANCE_KEYS}
     layers: list[tuple[str, dict[str, Any]]] = [
         ("op_type", OP_TYPE_TOLERANCE.get(definition.op_type, {})),
+        ("contest", CONTEST_TOLERANCE.get(definition.name, {})),
         ("definition", _definition_tolerance(definition)),
     ]
     if config is not None:

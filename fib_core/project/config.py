@@ -123,6 +123,14 @@ SCHEMA: dict[str, dict[str, Key]] = {
             example=["batch_size>=16"],
         ),
         "seed": Key((int,), None, "input seed (default 0)", example=0),
+        "timing_method": Key(
+            (str,),
+            None,
+            "auto | cupti | profiler | events (default auto: kernel-only when possible)",
+            False,
+            ("auto", "cupti", "profiler", "events"),
+            example="auto",
+        ),
         "isolated": Key(
             (bool,), None, "one process per workload, as the organizers grade", example=False
         ),
@@ -174,6 +182,7 @@ class BenchmarkDefaults:
     required_matched_ratio: float | None = None
     workloads: list[str] | None = None
     seed: int | None = None
+    timing_method: str | None = None
     isolated: bool | None = None
 
 

@@ -50,6 +50,7 @@ _CONFIG_TO_ENGINE = {
     "rtol": "rtol",
     "required_matched_ratio": "required_matched_ratio",
     "seed": "seed",
+    "timing_method": "timing_method",
     "isolated": "isolated",
 }
 
@@ -68,6 +69,7 @@ class RunOptions:
     rtol: float | None = None
     required_matched_ratio: float | None = None
     seed: int | None = None
+    timing_method: str | None = None
     isolated: bool | None = None
     device: str | None = None  # "cuda" | "cpu" | None (auto)
     json_path: Path | None = None

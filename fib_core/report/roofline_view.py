@@ -35,13 +35,21 @@ class RooflineView:
             return None
 
     def figures(
-        self, axes: dict[str, int], latency_ms: float
+        self, axes: dict[str, int], latency_ms: float, cost: dict[str, Any] | None = None
     ) -> tuple[float, float, Achieved | None] | None:
-        """(floor_ms, roofline_fraction, achieved) for a workload, or None when unknown."""
+        """(floor_ms, roofline_fraction, achieved) for a workload, or None when unknown.
+
+        ``cost`` is the engine's exact count from the workload's real inputs (the trace's
+        ``performance.cost``: the MoE routing, the valid sparse indices); without it the
+        dataset's axis-only model is used, which can only estimate data-dependent work.
+        """
         if self._peak is None or latency_ms <= 0:
             return None
         try:
-            cost = self._api.workload_cost(self.definition_name, axes)
+            if isinstance(cost, dict):
+                cost = self._api.Cost(int(cost["bytes"]), int(cost["flops"]), str(cost["dtype"]))
+            else:
+                cost = self._api.workload_cost(self.definition_name, axes)
             floor_ms = float(self._api.roofline_floor_ms(cost, self._peak))
         except _LOOKUP_ERRORS:
             return None

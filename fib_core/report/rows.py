@@ -123,7 +123,7 @@ def row_from_trace(trace: Any, roofline: RooflineView | None = None) -> Workload
         warnings=_warnings(ev_extra, perf_extra),
     )
     if roofline is not None and latency:
-        figures = roofline.figures(axes, latency)
+        figures = roofline.figures(axes, latency, cost=perf_extra.get("cost"))
         if figures is not None:
             row.floor_ms, row.roofline_fraction, row.achieved = figures
     return row

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 
-import torch
 import triton
 import triton.language as tl
 
@@ -107,18 +106,12 @@ def _gdn_decode_kernel(
 def _launch_config(num_heads_total: int, v_rows: int) -> tuple[int, int]:
     """(BLOCK_V, num_warps) for ``num_heads_total`` (request, head) pairs of ``v_rows`` rows.
 
-    Small batches have too few heads to fill the GPU, so each head is cut into many thin
-    row blocks (more programs, more memory requests in flight); large batches use fatter
-    blocks so that each program streams enough bytes to hide its own launch cost.
+    Measured on an H200 (see benchmarks/bench_gdn.py --tune): one warp per program is best at
+    every batch size; a batch of one request (8 heads) needs thin 4-row blocks to spread over
+    enough SMs, larger batches do best with 8 rows (4 KiB of state) per program.
     """
-    if num_heads_total <= 64:  # B <= 8 with 8 value heads
-        block_v = 8
-    elif num_heads_total <= 256:
-        block_v = 16
-    else:
-        block_v = 32
-    block_v = min(block_v, triton.next_power_of_2(v_rows))
-    return block_v, 4
+    block_v = 4 if num_heads_total <= 16 else 8
+    return min(block_v, triton.next_power_of_2(v_rows)), 1
 
 
 def run(q, k, v, state, A_log, a, dt_bias, b, scale, output, new_state):

@@ -1,4 +1,4 @@
-"""Tolerance precedence: kit defaults -> op_type -> definition -> explicit config (wins)."""
+"""Tolerance precedence: kit defaults -> op_type -> contest grading -> definition -> explicit config."""
 
 from __future__ import annotations
 
@@ -43,3 +43,15 @@ def test_bad_definition_tolerance_is_a_user_error(toy_definition):
     bad = _with(toy_definition, extra={"tolerance": {"atoll": 1}})
     with pytest.raises(ToleranceError, match="toy_axpy"):
         resolve_tolerance(bad, BenchmarkConfig())
+
+
+def test_contest_grading_applies_by_name_below_definition_and_config(toy_definition):
+    """The MoE contest definition is graded with atol 1, rtol 0.3, 90% matched."""
+    moe = _with(toy_definition, op_type="moe",
+                name="moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048")
+    tol = resolve_tolerance(moe, BenchmarkConfig())
+    assert (tol.atol, tol.rtol, tol.required_matched_ratio) == (1.0, 0.3, 0.9)
+    assert set(tol.sources.values()) == {"contest"}
+    own = _with(moe, extra={"tolerance": {"rtol": 0.2}})
+    assert resolve_tolerance(own, BenchmarkConfig()).rtol == 0.2
+    assert resolve_tolerance(moe, BenchmarkConfig(atol=0.5)).atol == 0.5

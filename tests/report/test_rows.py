@@ -129,6 +129,7 @@ def _fake_roofline(cost: _Cost) -> types.SimpleNamespace:
     return types.SimpleNamespace(
         detect_gpu_peak=lambda name: "peak" if "H100" in name else None,
         workload_cost=lambda definition, axes: cost,
+        Cost=_Cost,
         roofline_floor_ms=lambda c, peak: max(c.bytes / 1e12, c.flops / 100e12) * 1e3,
     )
 
@@ -148,6 +149,16 @@ def test_roofline_figures_compute_bound(monkeypatch):
     # floor = 1e12 / 100e12 s = 10 ms -> 50 %; 1e12 flop in 20 ms = 50 TFLOP/s
     assert row.roofline_fraction == pytest.approx(0.5)
     assert row.achieved.unit == "TFLOP/s" and row.achieved.value == pytest.approx(50.0)
+
+
+def test_roofline_prefers_the_engines_exact_cost(monkeypatch):
+    """The engine counts data-dependent work (MoE routing) on the real inputs: it wins."""
+    monkeypatch.setattr(roofline_view, "_roofline_module", lambda: _fake_roofline(_Cost(5e6, 1e6)))
+    exact = {"bytes": 2e6, "flops": 1e6, "dtype": "bfloat16"}
+    row = RunResults.from_traces([trace("u1", latency=0.01, perf_extra={"cost": exact})], DEF).rows[0]
+    # floor = 2e6 B / 1e12 B/s = 2 us against 10 us measured -> 20 %, not the model's 50 %
+    assert row.floor_ms == pytest.approx(0.002)
+    assert row.roofline_fraction == pytest.approx(0.2)
 
 
 def test_roofline_unknown_gpu_or_cpu_leaves_none(monkeypatch):
