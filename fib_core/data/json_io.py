@@ -133,7 +133,9 @@ def to_json_data(obj: Any) -> Any:
     return to_dict() if callable(to_dict) else obj
 
 
-def _atomic_write(path: Path, data: str) -> None:
+def atomic_write_text(path: Path, data: str) -> None:
+    """Write ``data`` to ``path`` through a temp file and a rename: a crash never leaves half
+    a file, and a reader sees the old content or the new, nothing between."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -149,7 +151,7 @@ def _atomic_write(path: Path, data: str) -> None:
 
 def dump_json(obj: Any, path: str | Path) -> None:
     """Write one object as indented JSON, atomically (a reader never sees half a file)."""
-    _atomic_write(Path(path), json.dumps(to_json_data(obj), indent=2, ensure_ascii=False) + "\n")
+    atomic_write_text(Path(path), json.dumps(to_json_data(obj), indent=2, ensure_ascii=False) + "\n")
 
 
 def _jsonl_lines(objs: Iterable[Any]) -> str:
@@ -161,7 +163,7 @@ def _jsonl_lines(objs: Iterable[Any]) -> str:
 
 def dump_jsonl(objs: Iterable[Any], path: str | Path) -> None:
     """Replace a JSONL file with these records, atomically."""
-    _atomic_write(Path(path), _jsonl_lines(objs))
+    atomic_write_text(Path(path), _jsonl_lines(objs))
 
 
 def append_jsonl(path: str | Path, objs: Iterable[Any]) -> None:

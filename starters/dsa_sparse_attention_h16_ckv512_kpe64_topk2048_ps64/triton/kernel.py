@@ -118,7 +118,12 @@ def _dsa_split_kernel(
         alpha = tl.exp2(m_i - m_use)
         p = tl.exp2(s - m_use[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
-        acc = acc * alpha[:, None] + _mm(p.to(kv.dtype), kv, WIDEN)
+        # p goes to the tensor cores as two bf16 halves (p = hi + lo): one bf16 rounding of a
+        # dominant weight (softmax here is peaky) moved outputs by 2 bf16 ulps, enough to fail
+        # the contest's all-elements rule; the second, cheap MMA restores ~16 mantissa bits.
+        p_hi = p.to(kv.dtype)
+        p_lo = (p - p_hi.to(tl.float32)).to(kv.dtype)
+        acc = acc * alpha[:, None] + _mm(p_hi, kv, WIDEN) + _mm(p_lo, kv, WIDEN)
         m_i = m_new
 
     # Normalised partial output and the split's base-2 lse (-inf when the split saw nothing).
