@@ -19,7 +19,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the vendored fib_core
 
 from fib_core.project.entry import run_script  # noqa: E402
-from fib_core.project.runflow import RunOptions, execute, finish, make_request  # noqa: E402
+from fib_core.project.runflow import (  # noqa: E402
+    RunOptions,
+    check_compare_file,
+    execute,
+    finish,
+    make_request,
+)
 from fib_core.project.workspace import open_workspace  # noqa: E402
 
 
@@ -46,7 +52,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions]:
     p.add_argument("--timing-method", choices=["auto", "cupti", "profiler", "events"])
     p.add_argument(
         "--isolated",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
         default=None,
         help="one process per workload, as the organizers grade",
     )
@@ -80,6 +86,7 @@ def main() -> int:
     from fib_core.report.render import progress_bar
 
     config_path, opts = parse_args()
+    check_compare_file(opts)
     console = Console()
     ws = open_workspace(config_path)
     solution = ws.pack()

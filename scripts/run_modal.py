@@ -37,7 +37,6 @@ PINNED_PACKAGES = {
     "safetensors": "0.6.2",
     "tomli-w": "1.2.0",
     "rich": "14.1.0",
-    "cupti-python": "12.8.0",  # kernel-only timing; must match the CUDA major version
 }
 # Image builds see no GPU, so CUDA code is built for the B200's own ISA explicitly:
 # sm_100a, not sm_100, or Blackwell-only instructions (tcgen05, TMEM) are unavailable.
@@ -52,6 +51,9 @@ REMOTE_ENV = {
 DEFAULT_GPU = "B200"
 DEFAULT_VOLUME = "flashinfer-trace"
 VOLUME_MOUNT = "/vol"
+# fib_core ships data beside its code (the embedded dataset's definitions, JSON): Modal's
+# default for Python sources would leave those out, so only caches are ignored.
+FIB_CORE_IGNORE = ["**/__pycache__/**", "**/*.pyc"]
 # Modal's default function timeout (300 s) cuts a whole track short; one shard may take long.
 SHARD_TIMEOUT_S = 3 * 60 * 60
 APP_NAME = "fib-kit"
@@ -60,7 +62,7 @@ image = (
     modal.Image.from_registry(CUDA_IMAGE, add_python=PYTHON_VERSION)
     .uv_pip_install(*(f"{name}=={version}" for name, version in PINNED_PACKAGES.items()))
     .env(REMOTE_ENV)
-    .add_local_python_source("fib_core")
+    .add_local_python_source("fib_core", ignore=FIB_CORE_IGNORE)
 )
 app = modal.App(APP_NAME, image=image)
 volume = modal.Volume.from_name(DEFAULT_VOLUME, create_if_missing=True)
@@ -145,7 +147,7 @@ def main(
     "not set" (config.toml or the engine's default applies).
     """
     from fib_core.project.entry import run_script
-    from fib_core.project.runflow import RunOptions, finish, make_request
+    from fib_core.project.runflow import RunOptions, check_compare_file, finish, make_request
     from fib_core.project.workspace import open_workspace
 
     def body() -> int:
@@ -161,6 +163,7 @@ def main(
             json_path=Path(json) if json else None,
             compare_path=Path(compare) if compare else None,
         )
+        check_compare_file(opts)
         ws = open_workspace(config)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         opts.traces_path = ROOT / "runs" / f"modal-{ws.cfg.solution.definition}-{stamp}.jsonl"
@@ -169,7 +172,8 @@ def main(
         fn = run_shard
         if gpu != DEFAULT_GPU or volume != DEFAULT_VOLUME:
             fn = run_shard.with_options(
-                gpu=gpu, volumes={VOLUME_MOUNT: modal.Volume.from_name(volume)}
+                gpu=gpu,
+                volumes={VOLUME_MOUNT: modal.Volume.from_name(volume, create_if_missing=True)},
             )
         print(
             f"running {request.definition} on {parallel} x {gpu} "

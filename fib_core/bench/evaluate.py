@@ -9,6 +9,8 @@ here; only a broken CUDA context marks the result ``fatal`` so the parent replac
 
 from __future__ import annotations
 
+import os
+import random
 import sys
 import time
 import traceback
@@ -198,7 +200,8 @@ class Evaluator:
             refs.append(out)
         rotating = [
             j for j in range(len(sets[0]))
-            if _is_tensor(sets[0][j]) and any(s[j] is not sets[0][j] for s in sets[1:])
+            if any(s[j] is not sets[0][j] for s in sets[1:])
+            and (_is_tensor(sets[0][j]) or any(s[j] != sets[0][j] for s in sets[1:]))
         ]
         return _Prepared(sets, refs, clone_args(sets[0]), rotating, dict(workload.axes), notes)
 
@@ -264,7 +267,28 @@ class Evaluator:
             extra["warnings"].append(text)
         if not check.passed:
             raise _Failed(check.status.value, check.message, check.correctness)
+        # Every other input set is checked once before timing, so no set's result goes
+        # unchecked (the timed calls are only sampled).
+        for k in range(1, len(prep.sets)):
+            self._load_set(prep, k, range(len(prep.working)))
+            got = self._call(runnable, prep.working, self._new_outputs(definition, prep)
+                             if runnable.dps else None)
+            other = check_outputs(definition, got, prep.refs[k], tolerance=tol,
+                                  inputs=prep.sets[k])
+            if not other.passed:
+                raise _Failed(other.status.value, f"input set {k}: {other.message}",
+                              other.correctness)
         return check
+
+    @staticmethod
+    def _load_set(prep: _Prepared, k: int, indices) -> None:
+        """Make the call buffers hold input set ``k``: tensors copied in place, scalars swapped."""
+        source = prep.sets[k]
+        for j in indices:
+            if _is_tensor(prep.working[j]):
+                prep.working[j].copy_(source[j])
+            else:
+                prep.working[j] = source[j]
 
     # --- timing ----------------------------------------------------------------------------
 
@@ -276,10 +300,21 @@ class Evaluator:
         last: list[Any] = [None]
         recopy = list(range(len(prep.working))) if cfg.allow_input_mutation else prep.rotating
 
+        # Besides the last call of each trial, one call per trial chosen at random (from the
+        # OS's entropy, so a kernel cannot predict it) has its outputs kept and re-checked: a
+        # kernel that only computes now and then, or replays results cached by pointer or by
+        # input content, is caught on whichever call is sampled.
+        rng = random.Random(os.urandom(8))
+        first = cfg.warmup_runs
+        sampled = {first + t * cfg.iterations + rng.randrange(max(cfg.iterations - 1, 1))
+                   for t in range(cfg.num_trials)}
+        kept: dict[int, tuple] = {}
+
         def prepare(i: int) -> None:
-            source = prep.sets[i % n_sets]
-            for j in recopy:
-                prep.working[j].copy_(source[j])
+            if i - 1 in sampled and last[0] is not None:
+                # Untimed device copies of call i-1's outputs, before they are poisoned.
+                kept[i - 1] = tuple(t.clone() if _is_tensor(t) else t for t in last[0])
+            self._load_set(prep, i % n_sets, recopy)
             if outputs is not None:
                 for t in outputs:
                     if t is not None:
@@ -290,16 +325,20 @@ class Evaluator:
 
         def after_trial(trial: int, index: int) -> None:
             self._sync()
-            s = index % n_sets
-            check = check_outputs(definition, last[0], prep.refs[s], tolerance=tol,
-                                  inputs=prep.sets[s])
-            if not check.passed:
-                raise _Failed(
-                    check.status.value,
-                    f"outputs of timed call {index} (input set {s}, trial {trial}) differ from "
-                    f"the reference; a kernel must not reuse results across calls: {check.message}",
-                    check.correctness,
-                )
+            to_check = [(index, last[0])] + sorted(kept.items())
+            kept.clear()
+            for i, got in to_check:
+                s = i % n_sets
+                check = check_outputs(definition, got, prep.refs[s], tolerance=tol,
+                                      inputs=prep.sets[s])
+                if not check.passed:
+                    raise _Failed(
+                        check.status.value,
+                        f"outputs of timed call {i} (input set {s}, trial {trial}) differ from "
+                        "the reference; a kernel must compute every call, not reuse results: "
+                        f"{check.message}",
+                        check.correctness,
+                    )
 
         try:
             result = measure(call, prepare, device=self.device, method=method,

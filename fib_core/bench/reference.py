@@ -92,6 +92,19 @@ def run_reference(definition: Definition, inputs: Sequence) -> list:
             f"definition {definition.name!r}: the reference returned {len(outputs)} output(s), "
             f"the definition declares {len(definition.output_names)}"
         )
+    # A reference that returns the wrong dtype would make every correct solution fail with a
+    # message blaming the solution: name the reference instead.
+    from fib_core.data.dtypes import torch_dtype
+
+    for name, value in zip(definition.output_names, outputs, strict=True):
+        want = torch_dtype(definition.outputs[name].dtype)
+        got = getattr(value, "dtype", None)
+        if got is not None and got != want:
+            raise ReferenceError(
+                f"definition {definition.name!r}: the reference returned output {name!r} as "
+                f"{got}, the definition declares {definition.outputs[name].dtype}; fix the "
+                "reference (not the solution)"
+            )
     return outputs
 
 

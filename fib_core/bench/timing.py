@@ -6,10 +6,13 @@ timed call the caller's ``prepare(i)`` runs untimed (the engine copies the next 
 the call's buffers and poisons the outputs), then the L2 cache is flushed by zeroing a buffer of
 twice its size, so every call starts cold.
 
-Methods, named in the trace:
-- ``cupti``: kernel-only device time from CUPTI activity records (needs ``cupti-python``);
-- ``profiler``: kernel-only device time from ``torch.profiler`` (CUPTI underneath), summed over
-  the kernels each call launched: launch overhead and gaps between kernels are excluded;
+Methods, named in the trace. The two device-side ones measure the same quantity: per call, the
+span from its first device activity's start to its last one's end, so gaps between a
+multi-kernel solution's kernels count and the host's launch overhead does not.
+- ``profiler`` (what ``auto`` picks on a GPU): ``torch.profiler`` (CUPTI underneath); the span is
+  the GPU-side annotation of each call's marked range;
+- ``cupti``: CUPTI activity records (needs ``cupti-python``; only when asked for): kernels,
+  copies and memsets, attributed to calls by external correlation ids;
 - ``events``: CUDA events around each call: includes launch overhead and inter-kernel gaps, a
   small kernel reads high (a warning says so);
 - ``wall-clock``: CPU mode only; host time, not comparable with GPU figures.
@@ -28,7 +31,7 @@ EVENTS_WARNING = "CUDA events include launch overhead and gaps between kernels"
 WALL_CLOCK_LABEL = "wall-clock, not comparable"
 DEFAULT_L2_BYTES = 64 * 1024 * 1024
 _MARK = "fib_timed_call_"
-FALLBACK_NOTE = "the kernel-only timer saw no kernels; fell back to events: "
+FALLBACK_NOTE = "the device-side timer could not time every call; fell back to events: "
 
 
 def spread(samples_ms: list[float]) -> dict[str, float]:
@@ -99,10 +102,11 @@ def available_methods(device_kind: str) -> list[str]:
     """Methods usable here, best first."""
     if device_kind != "cuda":
         return ["wall-clock"]
-    methods = []
+    # The profiler span is the method validated on GPUs; CUPTI is used when asked for.
+    methods = ["profiler"]
     if _cupti_module() is not None:
         methods.append("cupti")
-    return methods + ["profiler", "events"]
+    return methods + ["events"]
 
 
 def choose_method(requested: str, device_kind: str) -> tuple[str, list[str]]:
@@ -234,13 +238,12 @@ def _time_profiler(call, prepare, start, n, flusher):
             if device_us is None:
                 device_us = getattr(evt, "cuda_time_total", 0.0)
             summed[i] = device_us / 1e3
-    per_call = span if len(span) == n else summed
-    times = [per_call.get(i, 0.0) for i in range(start, start + n)]
-    if not any(times):
-        # The profiler could not tie kernels to calls (or nothing ran on the GPU): fall back.
-        events_times, _ = _time_events(call, prepare, start, n, flusher)
-        return events_times, FALLBACK_NOTE + EVENTS_WARNING
-    return times, None
+    if len(span) == n and all(v > 0 for v in span.values()):
+        return [span[i] for i in range(start, start + n)], None
+    # Without a span for every call (an older torch, or a call that launched nothing on the
+    # GPU) a per-call figure would be a kernel sum or 0.0; neither is comparable: use events.
+    events_times, _ = _time_events(call, prepare, start, n, flusher)
+    return events_times, FALLBACK_NOTE + EVENTS_WARNING
 
 
 def _time_cupti(call, prepare, start, n, flusher):
@@ -249,7 +252,7 @@ def _time_cupti(call, prepare, start, n, flusher):
     import torch
 
     cupti = _cupti_module()
-    kernels: list[tuple[int, int, int]] = []  # (correlation id, start ns, end ns)
+    records: list[tuple[int, int, int]] = []  # (correlation id, start ns, end ns)
     external: dict[int, int] = {}  # correlation id -> call index
 
     def on_request() -> tuple[int, int]:
@@ -257,12 +260,13 @@ def _time_cupti(call, prepare, start, n, flusher):
 
     def on_complete(activities: Any) -> None:
         for a in activities:
-            if a.kind == cupti.ActivityKind.CONCURRENT_KERNEL:
-                kernels.append((a.correlation_id, a.start, a.end))
-            elif a.kind == cupti.ActivityKind.EXTERNAL_CORRELATION:
+            if a.kind == cupti.ActivityKind.EXTERNAL_CORRELATION:
                 external[a.correlation_id] = a.external_id
+            else:  # kernels, copies and memsets: all device work a call does counts
+                records.append((a.correlation_id, a.start, a.end))
 
-    kinds = (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.EXTERNAL_CORRELATION)
+    kinds = (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY,
+             cupti.ActivityKind.MEMSET, cupti.ActivityKind.EXTERNAL_CORRELATION)
     ext_kind = cupti.ExternalCorrelationKind.CUSTOM0
     cupti.activity_register_callbacks(on_request, on_complete)
     for kind in kinds:
@@ -279,15 +283,16 @@ def _time_cupti(call, prepare, start, n, flusher):
     finally:
         for kind in kinds:
             cupti.activity_disable(kind)
-    per_call: dict[int, float] = {}
-    for corr, t0, t1 in kernels:
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for corr, t0, t1 in records:
         idx = external.get(corr)
-        if idx is not None:
-            per_call[idx] = per_call.get(idx, 0.0) + (t1 - t0) / 1e6
-    times = [per_call.get(i, 0.0) for i in range(start, start + n)]
-    if not any(times):
+        if idx is not None:  # the span of the call: first start to last end
+            first[idx] = min(first.get(idx, t0), t0)
+            last[idx] = max(last.get(idx, t1), t1)
+    if len(first) != n:
         return _time_profiler(call, prepare, start, n, flusher)
-    return times, None
+    return [(last[i] - first[i]) / 1e6 for i in range(start, start + n)], None
 
 
 _TIMERS: dict[str, Callable[..., tuple[list[float], str | None]]] = {

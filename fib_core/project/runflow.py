@@ -21,6 +21,7 @@ Example (what ``run_local.py`` does)::
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -170,8 +171,11 @@ def select_for(request: RunRequest, trace_set: Any, device: str) -> list[Trace]:
         raise ConfigError(f"the dataset has no workloads for {request.definition}")
 
     def cost(t: Trace) -> float:
-        c = workload_cost(request.definition, t.workload.axes)
-        return c.bytes + c.flops if c is not None else float("inf")
+        try:
+            c = workload_cost(request.definition, t.workload.axes)
+        except KeyError:  # a definition without a cost model: the size of its axes
+            return float(math.prod(t.workload.axes.values() or [1]))
+        return float(c.bytes + c.flops)
 
     return select_workloads(
         workloads, request.filters, quick=request.quick or device == "cpu", cost=cost
@@ -227,6 +231,14 @@ def merge_shards(shards: list[ShardResult]) -> tuple[list[Trace], ShardResult]:
     traces = [Trace.from_dict(d) for s in shards for d in s.traces]
     traces.sort(key=lambda t: order.get(t.workload.uuid, len(order)))
     return traces, shards[0]
+
+
+def check_compare_file(opts: RunOptions) -> None:
+    """Read ``--compare`` before the run: a wrong path must not cost a finished benchmark."""
+    if opts.compare_path is not None:
+        from fib_core.report.results import RunResults
+
+        RunResults.from_json(opts.compare_path)
 
 
 def finish(

@@ -29,6 +29,7 @@ TOY_SOLUTIONS: dict[str, tuple[bool, str]] = {
     "kills_process": (True, "python"),
     "hangs": (True, "python"),
     "pointer_cache": (True, "python"),
+    "lazy_after_checks": (True, "python"),
     "syntax_error": (True, "python"),
     "triton_axpy": (True, "triton"),
     "gpu_illegal_access": (True, "triton"),

@@ -31,6 +31,17 @@ def test_module_builds_app_image_and_function(run_modal) -> None:
     assert run_modal.SHARD_TIMEOUT_S > 300  # Modal's default cuts a track short
 
 
+def test_image_ships_fib_cores_data_files(run_modal, repo_root: Path) -> None:
+    """The embedded dataset's definitions are JSON: they must reach the container."""
+    from modal.file_pattern_matcher import FilePatternMatcher
+
+    ignored = FilePatternMatcher(*run_modal.FIB_CORE_IGNORE)
+    data = sorted((repo_root / "fib_core" / "dataset" / "definitions").rglob("*.json"))
+    assert len(data) == 5
+    assert not any(ignored(p.relative_to(repo_root)) for p in data)
+    assert ignored(Path("fib_core/bench/__pycache__/x.cpython-312.pyc"))
+
+
 def test_modal_run_help_lists_the_options(repo_root: Path, monkeypatch) -> None:
     from click.testing import CliRunner
     from modal.cli.entry_point import entrypoint_cli
