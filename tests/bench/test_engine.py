@@ -134,3 +134,20 @@ def test_isolated_mode_and_run_solution_events(make_dataset, toy_solution_json):
                      "WorkloadStarted", "WorkloadFinished"]
     assert ts.traces == {}  # run_solution does not write unless asked
     assert not (root / "traces").exists()
+
+
+def test_random_scalar_inputs_rotate_with_their_input_set(make_dataset, toy_solution_json):
+    """A scalar drawn per input set reaches the timed calls with its own set's tensors, so a
+    correct kernel passes (the re-check compares against that set's reference)."""
+    root = make_dataset([])
+    wl = root / "workloads" / "toy" / "toy_axpy.jsonl"
+    wl.write_text(wl.read_text().replace('{"type": "scalar", "value": -0.5}', '{"type": "random"}'))
+    ts = TraceSet.from_path(root)
+    solution = Solution.from_dict(toy_solution_json("correct"))
+    cfg = BenchmarkConfig(**{**FAST, "iterations": 6, "num_trials": 2})
+    with Benchmark(ts, cfg) as bench:
+        traces = bench.run_solution(solution)
+    assert [t.evaluation.status.value for t in traces] == ["PASSED", "PASSED"], [
+        t.evaluation.log for t in traces
+    ]
+    assert traces[1].evaluation.extra["num_input_sets"] > 1
