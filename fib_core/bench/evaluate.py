@@ -46,6 +46,8 @@ TRACEBACK_LINES = 25
 # Evaluator._reference_latency for why.
 REFERENCE_MAX_WARMUP = 2
 REFERENCE_MAX_ITERATIONS = 10
+# Distinct input sets made for timing at most (one per timed call when memory allows).
+MAX_INPUT_SETS = 256
 PhaseFn = Callable[[str], None]
 
 
@@ -62,11 +64,19 @@ class _Prepared:
     """Everything the solution calls need for one workload."""
 
     sets: list[list]  # pristine input sets
-    refs: list[list]  # reference outputs per set
+    refs: dict[int, list]  # reference outputs of the sets computed so far
     working: list  # the buffers the solution is called with
     rotating: list[int]  # indices of inputs whose content differs between sets
     axes: dict[str, int]  # the workload's var-axis values
     notes: list[str] = field(default_factory=list)
+    compute_ref: Callable[[int], list] | None = None  # reference of set k, on demand
+
+    def ref(self, k: int) -> list:
+        """Reference outputs of input set ``k`` (the timed-only sets' are computed on demand)."""
+        if k not in self.refs:
+            assert self.compute_ref is not None
+            self.refs[k] = self.compute_ref(k)
+        return self.refs[k]
 
 
 class Evaluator:
@@ -186,36 +196,48 @@ class Evaluator:
         failed = definition.check_constraints(workload.axes, dict(zip(definition.input_names, sets[0], strict=True)))
         if failed:
             notes.append("workload violates constraint(s): " + "; ".join(failed))
-        self.phase("reference")
-        refs = []
-        for k, inputs in enumerate(sets):
+
+        def compute_ref(k: int, cache: bool = False) -> list:
             try:
-                out, _ = reference_outputs(definition, workload, inputs, seed=cfg.seed,
-                                           device=self.device, input_set=k, cache=self.ref_cache)
+                out, _ = reference_outputs(definition, workload, sets[k], seed=cfg.seed,
+                                           device=self.device, input_set=k,
+                                           cache=self.ref_cache if cache else None)
             except FibError as err:
                 raise _Failed("RUNTIME_ERROR", f"reference: {err}") from None
             except Exception:
                 raise _Failed("RUNTIME_ERROR", "reference failed (not the solution's fault):\n"
                               + _tail(traceback.format_exc()), fatal=self._cuda_broken()) from None
-            refs.append(out)
+            return out
+
+        self.phase("reference")
+        # The first sets (checked before timing, reused by every run) go through the disk cache;
+        # the sets only timed get a reference when a re-check samples them, in memory only.
+        refs = {k: compute_ref(k, cache=True) for k in range(min(len(sets), cfg.num_input_sets))}
         rotating = [
             j for j in range(len(sets[0]))
             if any(s[j] is not sets[0][j] for s in sets[1:])
             and (_is_tensor(sets[0][j]) or any(s[j] != sets[0][j] for s in sets[1:]))
         ]
-        return _Prepared(sets, refs, clone_args(sets[0]), rotating, dict(workload.axes), notes)
+        return _Prepared(sets, refs, clone_args(sets[0]), rotating, dict(workload.axes), notes,
+                         compute_ref)
 
     def _affordable_sets(self, first: Sequence, cfg: BenchmarkConfig, notes: list[str]) -> int:
-        """How many input sets fit in ``input_memory_fraction`` of free memory (at least 1)."""
+        """How many input sets to make: the ``num_input_sets`` checked before timing, plus one
+        per call made while timing (warm-up included), so no input content repeats and a kernel
+        replaying results by content gains nothing; never more than ``input_memory_fraction``
+        of free memory."""
+        if cfg.num_input_sets == 1:
+            return 1
+        target = min(MAX_INPUT_SETS,
+                     cfg.num_input_sets + cfg.warmup_runs + cfg.iterations * cfg.num_trials)
         size = sum(v.numel() * v.element_size() for v in first if _is_tensor(v))
-        if size == 0 or cfg.num_input_sets == 1:
-            return cfg.num_input_sets
+        if size == 0:
+            return target
         free = _free_memory(self.kind)
         fit = max(1, int(cfg.input_memory_fraction * free // size) - 1)  # one more: working copy
         if fit < cfg.num_input_sets:
             notes.append(f"only {fit} input set(s) fit in memory (asked {cfg.num_input_sets})")
-            return fit
-        return cfg.num_input_sets
+        return min(fit, target)
 
     # --- correctness -----------------------------------------------------------------------
 
@@ -252,7 +274,7 @@ class Evaluator:
         outputs = self._new_outputs(definition, prep) if runnable.dps else None
         got = self._call(runnable, prep.working, outputs)
         changed = mutated_inputs(definition.input_names, prep.sets[0], prep.working)
-        check = check_outputs(definition, got, prep.refs[0], tolerance=tol, inputs=prep.sets[0])
+        check = check_outputs(definition, got, prep.ref(0), tolerance=tol, inputs=prep.sets[0])
         if changed:
             extra["mutated_inputs"] = changed
             text = (f"the solution modified input(s) {', '.join(changed)} in place; inputs must "
@@ -267,13 +289,13 @@ class Evaluator:
             extra["warnings"].append(text)
         if not check.passed:
             raise _Failed(check.status.value, check.message, check.correctness)
-        # Every other input set is checked once before timing, so no set's result goes
-        # unchecked (the timed calls are only sampled).
-        for k in range(1, len(prep.sets)):
+        # The first ``num_input_sets`` sets are each checked once before timing; the sets made
+        # only for timing are checked when a re-check samples their call.
+        for k in range(1, min(len(prep.sets), cfg.num_input_sets)):
             self._load_set(prep, k, range(len(prep.working)))
             got = self._call(runnable, prep.working, self._new_outputs(definition, prep)
                              if runnable.dps else None)
-            other = check_outputs(definition, got, prep.refs[k], tolerance=tol,
+            other = check_outputs(definition, got, prep.ref(k), tolerance=tol,
                                   inputs=prep.sets[k])
             if not other.passed:
                 raise _Failed(other.status.value, f"input set {k}: {other.message}",
@@ -297,6 +319,13 @@ class Evaluator:
         method, notes = choose_method(cfg.timing_method, self.kind)
         outputs = self._new_outputs(definition, prep) if runnable.dps else None
         n_sets = len(prep.sets)
+        # Timed calls start after the sets the correctness checks used, so no call sees an input
+        # content a previous call saw (unless memory allowed fewer sets than calls).
+        offset = min(cfg.num_input_sets, n_sets - 1)
+
+        def set_of(i: int) -> int:
+            return (i + offset) % n_sets
+
         last: list[Any] = [None]
         recopy = list(range(len(prep.working))) if cfg.allow_input_mutation else prep.rotating
 
@@ -314,7 +343,7 @@ class Evaluator:
             if i - 1 in sampled and last[0] is not None:
                 # Untimed device copies of call i-1's outputs, before they are poisoned.
                 kept[i - 1] = tuple(t.clone() if _is_tensor(t) else t for t in last[0])
-            self._load_set(prep, i % n_sets, recopy)
+            self._load_set(prep, set_of(i), recopy)
             if outputs is not None:
                 for t in outputs:
                     if t is not None:
@@ -328,8 +357,8 @@ class Evaluator:
             to_check = [(index, last[0])] + sorted(kept.items())
             kept.clear()
             for i, got in to_check:
-                s = i % n_sets
-                check = check_outputs(definition, got, prep.refs[s], tolerance=tol,
+                s = set_of(i)
+                check = check_outputs(definition, got, prep.ref(s), tolerance=tol,
                                       inputs=prep.sets[s])
                 if not check.passed:
                     raise _Failed(

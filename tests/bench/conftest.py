@@ -30,6 +30,7 @@ TOY_SOLUTIONS: dict[str, tuple[bool, str]] = {
     "hangs": (True, "python"),
     "pointer_cache": (True, "python"),
     "lazy_after_checks": (True, "python"),
+    "content_cache": (True, "python"),
     "syntax_error": (True, "python"),
     "triton_axpy": (True, "triton"),
     "gpu_illegal_access": (True, "triton"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -76,7 +77,8 @@ def test_every_outcome_in_one_run(make_dataset):
     assert perf.extra["timing_method"] == "wall-clock"
     assert set(perf.extra["spread"]["overall"]) >= {"min", "p10", "median", "p90", "max", "std"}
     assert len(perf.extra["spread"]["trials"]) == 2
-    assert passed.extra["num_input_sets"] == 4
+    # 4 sets checked before timing, then one per call made while timing: 1 warm-up + 2 x 3.
+    assert passed.extra["num_input_sets"] == 11
     assert passed.environment.libs["torch"]
     # The file on disk is strict JSON, one record per pair, and loads back through the schema.
     records = _trace_lines(root)
@@ -151,3 +153,18 @@ def test_random_scalar_inputs_rotate_with_their_input_set(make_dataset, toy_solu
         t.evaluation.log for t in traces
     ]
     assert traces[1].evaluation.extra["num_input_sets"] > 1
+
+
+def test_content_fingerprinting_gains_nothing(make_dataset, toy_solution_json):
+    """Every call made while timing gets inputs of its own, so a kernel that replays results
+    by input content never finds a repeat (it passes, having computed every call)."""
+    root = make_dataset([])
+    ts = TraceSet.from_path(root)
+    solution = Solution.from_dict(toy_solution_json("content_cache"))
+    cfg = BenchmarkConfig(**{**FAST, "iterations": 5, "num_trials": 2})
+    with Benchmark(ts, cfg) as bench:
+        traces = bench.run_solution(solution)
+        logs = "".join(p.read_text() for p in Path(bench._log_dir).glob("*.log"))
+    assert [t.evaluation.status.value for t in traces] == ["PASSED", "PASSED"]
+    last = [line for line in logs.splitlines() if line.startswith("content_cache calls")][-1]
+    assert "'replayed': 0" in last, last
