@@ -126,7 +126,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "timing_method": Key(
             (str,),
             None,
-            "auto | cupti | profiler | events (default auto: kernel-only when possible)",
+            "auto | cupti | profiler | events (default auto: the device span of each call)",
             False,
             ("auto", "cupti", "profiler", "events"),
             example="auto",
