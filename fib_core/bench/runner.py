@@ -61,6 +61,14 @@ class Benchmark:
                                             resume=resume)
         return traces
 
+    def _device_kind(self) -> str:
+        """"cuda" or "cpu": what this run measures on (resolved once)."""
+        if not hasattr(self, "_kind"):
+            from fib_core.bench.worker import resolve_device
+
+            self._kind = resolve_device(self.config.device).split(":")[0]
+        return self._kind
+
     def run_solution(self, solution: Any, workloads: Iterable | None = None,
                      progress: EventFn | None = None, *, on_event: EventFn | None = None,
                      dump_traces: bool = False, resume: bool = False) -> list:
@@ -74,7 +82,7 @@ class Benchmark:
         emit(callback, SolutionStarted(solution.name, definition.name, len(items)))
         traces = []
         for index, workload in enumerate(items):
-            if resume and is_finished(done, solution, workload.uuid):
+            if resume and is_finished(done, solution, workload.uuid, self._device_kind()):
                 emit(callback, WorkloadSkipped(workload.uuid, solution.name, index, len(items)))
                 continue
             emit(callback, WorkloadStarted(workload.uuid, index, len(items), solution.name))

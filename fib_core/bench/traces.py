@@ -53,20 +53,33 @@ def make_trace(definition: Any, workload: Any, solution: Any, result: EvalResult
                  evaluation=evaluation)
 
 
-def finished_pairs(trace_set: Any, definition_name: str) -> dict[tuple[str, str], str | None]:
-    """(solution name, workload uuid) -> solution hash recorded, for every evaluated trace."""
-    done: dict[tuple[str, str], str | None] = {}
+def finished_pairs(
+    trace_set: Any, definition_name: str
+) -> dict[tuple[str, str], list[tuple[str | None, str | None]]]:
+    """(solution name, workload uuid) -> [(solution hash, device kind)] of every evaluated trace."""
+    done: dict[tuple[str, str], list[tuple[str | None, str | None]]] = {}
     for trace in trace_set.traces.get(definition_name, []):
         if trace.solution is None or trace.evaluation is None:
             continue
-        done[(trace.solution, trace.workload.uuid)] = trace.evaluation.extra.get("solution_hash")
+        extra = trace.evaluation.extra
+        done.setdefault((trace.solution, trace.workload.uuid), []).append(
+            (extra.get("solution_hash"), extra.get("device"))
+        )
     return done
 
 
-def is_finished(done: dict[tuple[str, str], str | None], solution: Any, uuid: str) -> bool:
-    """A pair is finished if a trace exists for it and (when recorded) the solution is unchanged."""
-    key = (solution.name, uuid)
-    if key not in done:
-        return False
-    recorded = done[key]
-    return recorded is None or recorded == solution.hash()
+def is_finished(
+    done: dict[tuple[str, str], list[tuple[str | None, str | None]]],
+    solution: Any,
+    uuid: str,
+    device_kind: str | None = None,
+) -> bool:
+    """A pair is finished if a trace exists for it from this solution (same hash, when
+    recorded) on this kind of device (when recorded): a CPU smoke run's trace does not stand in
+    for a GPU measurement, nor an edited kernel's for the new one."""
+    for recorded_hash, recorded_device in done.get((solution.name, uuid), []):
+        same_code = recorded_hash is None or recorded_hash == solution.hash()
+        same_device = device_kind is None or recorded_device in (None, device_kind)
+        if same_code and same_device:
+            return True
+    return False

@@ -168,3 +168,19 @@ def test_content_fingerprinting_gains_nothing(make_dataset, toy_solution_json):
     assert [t.evaluation.status.value for t in traces] == ["PASSED", "PASSED"]
     last = [line for line in logs.splitlines() if line.startswith("content_cache calls")][-1]
     assert "'replayed': 0" in last, last
+
+
+def test_resume_counts_only_traces_of_the_same_code_and_device(toy_solution_json):
+    """A CPU smoke trace does not stand in for a GPU measurement, nor an old kernel's for an
+    edited one."""
+    from fib_core.bench.traces import is_finished
+
+    solution = Solution.from_dict(toy_solution_json("correct"))
+    done = {(solution.name, "w1"): [(solution.hash(), "cpu")]}
+    assert is_finished(done, solution, "w1", "cpu")
+    assert not is_finished(done, solution, "w1", "cuda")
+    assert not is_finished(done, solution, "w2", "cpu")
+    done[(solution.name, "w1")] = [("an-older-hash", "cuda")]
+    assert not is_finished(done, solution, "w1", "cuda")
+    done[(solution.name, "w1")].append((None, None))  # a trace written by another tool
+    assert is_finished(done, solution, "w1", "cuda")
