@@ -17,7 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fib_core.errors import FibError, LfsPointerError, is_lfs_pointer
+from fib_core.data.blobs import resolve_blob_path
+from fib_core.errors import FibError, LfsPointerError
 
 if TYPE_CHECKING:
     import torch
@@ -138,19 +139,6 @@ def random_scalar(dtype_name: str, gen: torch.Generator) -> int | float | bool:
     return float(torch.randn(1, generator=gen, device=device).item())
 
 
-def resolve_blob_path(path: str, dataset_root: str | Path | None) -> Path:
-    """A blob path as the format means it: relative paths are relative to the dataset root."""
-    p = Path(path)
-    if p.is_absolute():
-        return p
-    if dataset_root is None:
-        raise InputError(
-            f"{path}: relative safetensors path but the dataset has no root folder; "
-            "load the dataset from a folder or use an absolute path"
-        )
-    return Path(dataset_root) / p
-
-
 def load_blob_tensor(
     name: str,
     path: Path,
@@ -158,31 +146,17 @@ def load_blob_tensor(
     expected_shape: tuple[int, ...] | None,
     dtype_name: str,
 ) -> Any:
-    """Load one tensor of a safetensors blob (on CPU) and check it against the definition."""
-    from safetensors import safe_open
-
+    """One tensor of a safetensors blob (read by :mod:`fib_core.data.blobs`, on CPU), checked
+    against the definition's shape and dtype for input ``name``."""
+    from fib_core.data.blobs import load_blob_tensor as read_blob_tensor
     from fib_core.data.dtypes import dtype_name as name_of
 
-    if not path.exists():
-        raise InputError(
-            f"{path}: safetensors file of input {name!r} not found; check the workload's path "
-            "(relative to the dataset root) or fetch the dataset's blob folder"
-        )
-    if is_lfs_pointer(path):
-        raise LfsPointerError(path)
     try:
-        with safe_open(str(path), framework="pt", device="cpu") as fh:
-            keys = list(fh.keys())
-            if tensor_key not in keys:
-                raise InputError(
-                    f"{path}: no tensor {tensor_key!r} for input {name!r} (the file holds "
-                    f"{', '.join(keys) or 'nothing'}); fix the workload's tensor_key"
-                )
-            tensor = fh.get_tensor(tensor_key)
-    except InputError:
+        tensor = read_blob_tensor(path, tensor_key)
+    except LfsPointerError:
         raise
-    except Exception as err:  # a corrupt or foreign file
-        raise InputError(f"{path}: cannot read as safetensors ({err}); re-fetch the file") from None
+    except FibError as err:
+        raise InputError(f"input {name!r}: {err}") from None
     if expected_shape is None:
         if tensor.numel() != 1:
             raise InputError(f"{path}: {tensor_key!r} has shape {tuple(tensor.shape)}, "
@@ -250,7 +224,10 @@ def generate_inputs(
         elif isinstance(source, SafetensorsInput):
             key = (source.path, source.tensor_key)
             if key not in cache:
-                path = resolve_blob_path(source.path, dataset_root)
+                try:
+                    path = resolve_blob_path(dataset_root, source.path)
+                except FibError as err:
+                    raise InputError(f"input {name!r}: {err}") from None
                 loaded = load_blob_tensor(name, path, source.tensor_key, shape, spec.dtype)
                 cache[key] = loaded.to(device) if hasattr(loaded, "to") else loaded
             values.append(cache[key])

@@ -47,17 +47,28 @@ def load_blob(path: Path) -> dict[str, torch.Tensor]:
 
 
 def load_blob_tensor(path: Path, tensor_key: str) -> torch.Tensor:
-    """One tensor of a blob; a missing key is named together with the keys the file has."""
-    tensors = load_blob(path)
+    """One tensor of a blob, on the CPU, reading only that tensor; a missing key is named
+    together with the keys the file has."""
+    if not path.is_file():
+        raise DatasetNotFoundError(path, "workload blob", "run `git lfs pull` in the dataset, "
+                                   "or check the workload's 'path'")
+    if is_lfs_pointer(path):
+        raise LfsPointerError(path)
+    from safetensors import safe_open
+
     try:
-        return tensors[tensor_key]
-    except KeyError:
-        raise SchemaError(
-            f"one of the file's keys ({', '.join(sorted(tensors))})",
-            file=path,
-            field="tensor_key",
-            found=tensor_key,
-        ) from None
+        with safe_open(str(path), framework="pt", device="cpu") as fh:
+            keys = list(fh.keys())
+            if tensor_key not in keys:
+                raise DatasetError(
+                    f"{path}: no tensor {tensor_key!r} (the file holds "
+                    f"{', '.join(keys) or 'nothing'}); fix the workload's tensor_key"
+                )
+            return fh.get_tensor(tensor_key)
+    except DatasetError:
+        raise
+    except Exception as err:  # a corrupt or foreign file
+        raise SchemaError("a safetensors file", file=path, found=str(err)) from None
 
 
 def save_blob(path: Path, tensors: dict[str, torch.Tensor]) -> None:
