@@ -26,7 +26,9 @@ def resolve_device(requested: str) -> str:
         requested = "cuda" if torch.cuda.is_available() else "cpu"
     if requested == "cuda":
         if not torch.cuda.is_available():
-            raise RuntimeError("device 'cuda' requested but torch sees no CUDA GPU")
+            from fib_core.errors import ConfigError
+
+            raise ConfigError("--device cuda was asked for, but torch sees no CUDA GPU here")
         return "cuda:0"
     return requested
 

@@ -144,17 +144,13 @@ def build_settings(cfg: KitConfig) -> dict[str, Any]:
 
 
 def resolve_device(requested: str | None) -> str:
-    """"cuda" when a GPU is usable (or asked for), else "cpu"; asking for a missing GPU fails."""
-    import torch
+    """"cuda" when a GPU is usable (or asked for), else "cpu"; asking for a missing GPU fails.
 
-    has_gpu = torch.cuda.is_available()
-    if requested in (None, "auto"):
-        return "cuda" if has_gpu else "cpu"
-    if requested == "cuda" and not has_gpu:
-        raise ConfigError("--device cuda was asked for, but torch sees no CUDA GPU here")
-    if requested not in ("cuda", "cpu"):
-        raise ConfigError(f"--device {requested!r}: expected cuda or cpu")
-    return requested
+    The engine's own resolution (also used by its workers), reduced to the device kind.
+    """
+    from fib_core.bench.worker import resolve_device as engine_device
+
+    return engine_device(requested or "auto").split(":")[0]
 
 
 def shard_of(items: list, index: int, count: int) -> list:
