@@ -21,7 +21,6 @@ Example (what ``run_local.py`` does)::
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -167,12 +166,13 @@ def select_for(request: RunRequest, trace_set: Any, device: str) -> list[Trace]:
         raise ConfigError(f"the dataset has no workloads for {request.definition}")
 
     def cost(t: Trace) -> float:
-        try:
-            c = workload_cost(request.definition, t.workload.axes)
-        except KeyError:  # a definition without a cost model: the size of its axes
-            return float(math.prod(t.workload.axes.values() or [1]))
+        c = workload_cost(request.definition, t.workload.axes)
         return float(c.bytes + c.flops)
 
+    try:
+        cost(workloads[0])
+    except KeyError:  # no cost model for this definition: selection's own size proxy
+        cost = None  # type: ignore[assignment]
     return select_workloads(
         workloads, request.filters, quick=request.quick or device == "cpu", cost=cost
     )
