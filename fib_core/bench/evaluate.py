@@ -292,7 +292,7 @@ class Evaluator:
         # The first ``num_input_sets`` sets are each checked once before timing; the sets made
         # only for timing are checked when a re-check samples their call.
         for k in range(1, min(len(prep.sets), cfg.num_input_sets)):
-            self._load_set(prep, k, range(len(prep.working)))
+            self._load_set(prep.working, prep.sets[k], range(len(prep.working)))
             got = self._call(runnable, prep.working, self._new_outputs(definition, prep)
                              if runnable.dps else None)
             other = check_outputs(definition, got, prep.ref(k), tolerance=tol,
@@ -303,14 +303,14 @@ class Evaluator:
         return check
 
     @staticmethod
-    def _load_set(prep: _Prepared, k: int, indices) -> None:
-        """Make the call buffers hold input set ``k``: tensors copied in place, scalars swapped."""
-        source = prep.sets[k]
+    def _load_set(working: list, source: Sequence, indices) -> None:
+        """Make the call buffers ``working`` hold ``source``: tensors copied in place (the
+        buffers keep their addresses), scalars swapped."""
         for j in indices:
-            if _is_tensor(prep.working[j]):
-                prep.working[j].copy_(source[j])
+            if _is_tensor(working[j]):
+                working[j].copy_(source[j])
             else:
-                prep.working[j] = source[j]
+                working[j] = source[j]
 
     # --- timing ----------------------------------------------------------------------------
 
@@ -343,7 +343,7 @@ class Evaluator:
             if i - 1 in sampled and last[0] is not None:
                 # Untimed device copies of call i-1's outputs, before they are poisoned.
                 kept[i - 1] = tuple(t.clone() if _is_tensor(t) else t for t in last[0])
-            self._load_set(prep, set_of(i), recopy)
+            self._load_set(prep.working, prep.sets[set_of(i)], recopy)
             if outputs is not None:
                 for t in outputs:
                     if t is not None:
@@ -414,10 +414,7 @@ class Evaluator:
         n_sets = len(prep.sets)
 
         def prepare(i: int) -> None:
-            source = prep.sets[i % n_sets]
-            for j, value in enumerate(working):
-                if _is_tensor(value):
-                    value.copy_(source[j])
+            self._load_set(working, prep.sets[i % n_sets], range(len(working)))
 
         def call(i: int) -> None:
             fn(*working)
