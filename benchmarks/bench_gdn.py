@@ -11,7 +11,8 @@ Every kernel's outputs are checked against the kit's reference (atol = rtol = 1e
 element) before it is timed; a kernel that fails shows FAIL instead of a speedup.
 
     python benchmarks/bench_gdn.py            # decode + prefill table
-    python benchmarks/bench_gdn.py --tune     # also sweep launch parameters on a few shapes
+    python benchmarks/bench_gdn.py --tune     # also sweep decode launch parameters
+    python benchmarks/tune_gdn_prefill.py     # the prefill sweep (launch config, work dtypes)
 
 The table is also written to $OUT/bench_gdn.txt (and .json) when $OUT is set.
 """
@@ -237,51 +238,7 @@ def tune(lines):
         dec._launch_config = default_cfg
         lines.append(f"B={batch}: " + " ".join(cells))
 
-    pre = H.load_triton_starter(H.PREFILL_DIR / "triton")
-    saved = (pre._scan_config, pre._output_config, pre._prep_warps)
-    lines.append("tune prefill: shape -> scan (BLOCK_V, warps), output (BLOCK_V, warps), "
-                 "prep warps: us ('!' = wrong result)")
-    for total, n in ((139, 3), (2107, 1), (5709, 2), (8192, 32), (8192, 57)):
-        gen = torch.Generator().manual_seed(total * 100 + n)
-        inputs = H.prefill_inputs(H.split_lengths(total, n, gen), seed=total + n, device="cuda")
-        want = H.naive_prefill(*inputs)
-        cells = []
-        configs = [((bv, w), (64, 4), 4) for bv in (16, 32, 64) for w in (2, 4)]
-        configs += [((16, 4), (32, 4), 4), ((16, 4), (128, 4), 4), ((16, 4), (64, 8), 4)]
-        configs += [((16, 4), (64, 4), 2), ((16, 4), (64, 4), 8)]
-        for scan, out, prep in configs:
-            pre._scan_config = lambda *_, c=scan: c
-            pre._output_config = lambda *_, c=out: c
-            pre._prep_warps = lambda *_, w=prep: w
-            try:
-                call, outs = dps(pre.run, inputs, True)
-                call()
-                ok = "" if verdict(outs, want) == "ok" else "!"
-                cells.append(f"s{scan}o{out}p{prep}:{bench_us(call):.1f}{ok}")
-            except Exception as err:  # e.g. out of resources for a large block
-                cells.append(f"s{scan}o{out}p{prep}:{type(err).__name__}")
-        pre._scan_config, pre._output_config, pre._prep_warps = saved
-        lines.append(f"T={total},N={n}: " + " ".join(cells))
-        lines.append(f"  stages (default config): {stage_times(pre.run, inputs)}")
-
-
-def stage_times(run, inputs) -> str:
-    """Average device time of each kernel of one call, from the torch profiler."""
-    from torch.profiler import ProfilerActivity, profile
-
-    call, _ = dps(run, inputs, True)
-    call()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(10):
-            call()
-        torch.cuda.synchronize()
-    parts = []
-    for evt in prof.key_averages():
-        total_us = getattr(evt, "device_time_total", None) or getattr(evt, "cuda_time_total", 0)
-        if evt.count and total_us:
-            parts.append(f"{evt.key[:28]}={total_us / evt.count:.1f}us")
-    return " ".join(parts)
+    # The prefill starter has its own sweep: benchmarks/tune_gdn_prefill.py.
 
 
 def main() -> int:

@@ -3,6 +3,7 @@
 # time limit so one slow step cannot starve the others. Logs and JSON go to $OUT.
 #   OUT=gpu-results bash benchmarks/gpu_checks.sh [step ...]
 # Steps: harness run_local modal_body timing references starters
+# (starters: STARTER_DEFS picks definitions, STARTER_ARGS adds run_local arguments)
 set -u
 OUT=$(realpath -m "${OUT:-gpu-results}")
 mkdir -p "$OUT"
@@ -41,9 +42,9 @@ for s in $steps; do
         fork=$(mktemp -d)/fork
         cp -r . "$fork"
         pushd "$fork" > /dev/null || exit 1
-        for def in gdn_prefill_qk4_v8_d128_k_last dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64 \
-                   dsa_topk_indexer_fp8_h64_d128_topk2048_ps64 \
-                   moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048; do
+        defs=${STARTER_DEFS:-gdn_prefill_qk4_v8_d128_k_last dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64 \
+dsa_topk_indexer_fp8_h64_d128_topk2048_ps64 moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048}
+        for def in $defs; do
             python3 scripts/switch_track.py "$def" --force > /dev/null
             # shellcheck disable=SC2086
             step "starter-${def:0:12}" "${STARTER_LIMIT:-100}" \

@@ -39,6 +39,8 @@ def chunk_output_kernel(
     BLOCK_N: tl.constexpr,
     CHUNK: tl.constexpr,
     F32_DOT: tl.constexpr,
+    NATIVE_BF16: tl.constexpr,
+    S0_BF16: tl.constexpr,
 ):
     # --- which chunk, head and output columns; surplus programs leave at once -----------------
     pid = tl.program_id(0)
@@ -61,23 +63,30 @@ def chunk_output_kernel(
 
     # --- inputs: this chunk's q, k, decay and corrections, and the state it started from -----
     qc = tl.load(q_ptr + rows[:, None] * stride_q_t + i_qk * stride_q_h + offs_k[None, :],
-                 mask=m_tk, other=0.0).to(tl.float32)
+                 mask=m_tk, other=0.0)
     kc = tl.load(k_ptr + rows[:, None] * stride_k_t + i_qk * stride_k_h + offs_k[None, :],
-                 mask=m_tk, other=0.0).to(tl.float32)
+                 mask=m_tk, other=0.0)
     gc = tl.load(g_ptr + rows * stride_g_t + i_h, mask=m_t, other=0.0)
     uc = tl.load(u_ptr + rows[:, None] * stride_u_t + i_h * stride_u_h + offs_v[None, :],
-                 mask=m_tv, other=0.0)
+                 mask=m_tv, other=0.0).to(tl.float32)
     s0 = tl.load(h_ptr + pid.to(tl.int64) * stride_h_c + i_h * stride_h_h
                  + offs_v[:, None] * K + offs_k[None, :],
                  mask=mask_v[:, None] & mask_k[None, :], other=0.0)
 
     # --- O = scale * (gamma * Q S0^T + P U) ------------------------------------------------------
-    # q and k are bf16 values, exact in tf32: Q K^T has exact products. (They are widened to
-    # fp32 first because Triton's CPU interpreter mis-multiplies bf16 tiles.)
-    qk = tl.dot(qc, tl.trans(kc), input_precision="tf32")
+    # Q K^T has exact products (bf16 values): bf16 operands on the GPU; fp32 operands in tf32
+    # (which holds them exactly) in Triton's CPU interpreter, which mis-multiplies bf16 tiles.
+    # Q S0^T likewise uses bf16 operands when the saved states are bf16.
+    if NATIVE_BF16:
+        qk = tl.dot(qc, tl.trans(kc))
+    else:
+        qk = tl.dot(qc.to(tl.float32), tl.trans(kc.to(tl.float32)), input_precision="tf32")
     causal = r[:, None] >= r[None, :]
     p = tl.where(causal, qk * tl.exp(tl.where(causal, gc[:, None] - gc[None, :], 0.0)), 0.0)
-    qs = tl.dot(qc, tl.trans(s0), input_precision=F32_DOT)
+    if S0_BF16:
+        qs = tl.dot(qc, tl.trans(s0))
+    else:
+        qs = tl.dot(qc.to(tl.float32), tl.trans(s0.to(tl.float32)), input_precision=F32_DOT)
     o = scale * (tl.exp(gc)[:, None] * qs + tl.dot(p, uc, input_precision=F32_DOT))
     tl.store(out_ptr + rows[:, None] * stride_o_t + i_h * stride_o_h + offs_v[None, :],
              o.to(out_ptr.dtype.element_ty), mask=m_tv)

@@ -88,12 +88,16 @@ def _load_block(
 
 
 @triton.jit
-def _a_block(ki, kj, beta_i, gi, gj, DIAG: tl.constexpr, SUB: tl.constexpr):
+def _a_block(ki, kj, beta_i, gi, gj, DIAG: tl.constexpr, SUB: tl.constexpr,
+             NATIVE_BF16: tl.constexpr):
     """Block (i, j) of A: beta_t (gamma_t / gamma_s) (k_t . k_s), strictly lower when DIAG."""
-    # bf16 values are exact in tf32, so this tf32 product is exact too (and runs on tensor
-    # cores); the operands are widened first because Triton's CPU interpreter mis-multiplies
-    # bf16 tiles.
-    kk = tl.dot(ki.to(tl.float32), tl.trans(kj.to(tl.float32)), input_precision="tf32")
+    # Products of bf16 values are exact in fp32, so K K^T is exact either way: bf16 operands
+    # on the GPU, or (Triton's CPU interpreter mis-multiplies bf16 tiles) fp32 operands in tf32,
+    # which holds bf16 values exactly.
+    if NATIVE_BF16:
+        kk = tl.dot(ki, tl.trans(kj))
+    else:
+        kk = tl.dot(ki.to(tl.float32), tl.trans(kj.to(tl.float32)), input_precision="tf32")
     diff = gi[:, None] - gj[None, :]
     if DIAG:
         r = tl.arange(0, SUB)
@@ -175,7 +179,7 @@ def _store_rows(
     m_t = rows < eos
     tl.store(
         w_ptr + rows[:, None] * stride_w_t + i_h * stride_w_h + offs_k[None, :],
-        w,
+        w.to(w_ptr.dtype.element_ty),
         mask=m_t[:, None] & (offs_k[None, :] < K),
     )
     tl.store(
@@ -203,6 +207,7 @@ def chunk_prep_kernel(
     CHUNK: tl.constexpr,
     SUB: tl.constexpr,
     F32_DOT: tl.constexpr,
+    NATIVE_BF16: tl.constexpr,
 ):
     # --- which chunk and head; surplus programs (the host's upper bound) leave at once -------
     pid = tl.program_id(0)
@@ -245,16 +250,16 @@ def chunk_prep_kernel(
         tl.store(g_ptr + rows * stride_g_t + i_h, gb, mask=rows < eos)
 
     # --- A = strictly lower part of diag(beta) (K K^T * gamma_t / gamma_s), in 16x16 blocks --
-    a00 = _a_block(k0, k0, be0, g0, g0, True, SUB)
-    a11 = _a_block(k1, k1, be1, g1, g1, True, SUB)
-    a22 = _a_block(k2, k2, be2, g2, g2, True, SUB)
-    a33 = _a_block(k3, k3, be3, g3, g3, True, SUB)
-    a10 = _a_block(k1, k0, be1, g1, g0, False, SUB)
-    a20 = _a_block(k2, k0, be2, g2, g0, False, SUB)
-    a21 = _a_block(k2, k1, be2, g2, g1, False, SUB)
-    a30 = _a_block(k3, k0, be3, g3, g0, False, SUB)
-    a31 = _a_block(k3, k1, be3, g3, g1, False, SUB)
-    a32 = _a_block(k3, k2, be3, g3, g2, False, SUB)
+    a00 = _a_block(k0, k0, be0, g0, g0, True, SUB, NATIVE_BF16)
+    a11 = _a_block(k1, k1, be1, g1, g1, True, SUB, NATIVE_BF16)
+    a22 = _a_block(k2, k2, be2, g2, g2, True, SUB, NATIVE_BF16)
+    a33 = _a_block(k3, k3, be3, g3, g3, True, SUB, NATIVE_BF16)
+    a10 = _a_block(k1, k0, be1, g1, g0, False, SUB, NATIVE_BF16)
+    a20 = _a_block(k2, k0, be2, g2, g0, False, SUB, NATIVE_BF16)
+    a21 = _a_block(k2, k1, be2, g2, g1, False, SUB, NATIVE_BF16)
+    a30 = _a_block(k3, k0, be3, g3, g0, False, SUB, NATIVE_BF16)
+    a31 = _a_block(k3, k1, be3, g3, g1, False, SUB, NATIVE_BF16)
+    a32 = _a_block(k3, k2, be3, g3, g2, False, SUB, NATIVE_BF16)
 
     # --- T = (I + A)^-1: diagonal blocks by substitution, the rest by the block formula -------
     t00 = _invert_unit_lower(a00, SUB)
@@ -298,3 +303,4 @@ def chunk_prep_kernel(
 def prep_grid(total_tokens: int, num_seqs: int, num_v_heads: int) -> tuple[int, int]:
     """Programs for stage 1: an upper bound on the chunk count (no host sync), times heads."""
     return triton.cdiv(total_tokens, CHUNK) + num_seqs, num_v_heads
+

@@ -21,15 +21,25 @@ No host sync: sequence boundaries stay on the GPU (``cu_seqlens`` is read inside
 and launch sizes use only tensor shapes (the chunk count is bounded by ceil(T / 64) + N).
 Head counts and sizes come from the shapes too.
 
-Where the time goes (H200, T = 8192 in 32 sequences, ~350 us in all): stage 1 ~127 us,
-stage 2 ~135 us, stage 3 ~84 us; all three are far from the memory roofline (~25 us), so
-there is room. A single long sequence is bound by stage 2's chain instead: ~3 us per
-64-token chunk (T = 2107 in one sequence: 95 of 157 us).
+Precision: the state is carried in fp32 registers. Stage 2's two matmuls take bf16 operands
+(fp32 accumulation), and W and the saved chunk states are stored as bf16, as
+flash-linear-attention does; everything else is fp32 or exact. Against the fp32 token-by-token
+recurrence this moves the largest state error from ~1.2e-3 to ~3e-3 (the tolerance is 1e-2);
+output errors stay at the bf16 output's own rounding (~5e-4). It halves stage 2 on long
+sequences. ``LaunchConfig(scan_dot_bf16=False, w_dtype=torch.float32, h_dtype=torch.float32)``
+is the all-fp32 path.
+
+Where the time goes (H200, ``benchmarks/tune_gdn_prefill.py``): T = 8192 in 32 sequences,
+~280 us: stage 1 ~124 us, stage 2 ~74 us, stage 3 ~77 us, all far from the memory roofline
+(~25 us). One long sequence (T = 5709, 2 sequences, ~250 us) is bound by stage 2's chain:
+~1.2 us per 64-token chunk. Stage 1's 16x16 blocks are the next target: its registers spill.
+Below ~T = 500 the three launches' host cost (~10 us each) is most of the call.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -43,27 +53,44 @@ from .chunk_scan import chunk_scan_kernel
 F32_DOT = "tf32"
 
 
-def _scan_config(num_seqs: int, num_v_heads: int, head_v: int) -> tuple[int, int]:
-    """(BLOCK_V, num_warps) for stage 2, the sequential walk.
+@dataclass(frozen=True)
+class LaunchConfig:
+    """Every launch parameter and work-buffer dtype of one call (see ``launch_config``).
 
-    Its length is the longest sequence, so thin row slices (more programs walking side by
-    side, less work per step) pay off when there are few sequences.
+    To try a setting, change what ``launch_config`` returns, e.g.
+    ``return dataclasses.replace(cfg, scan_stages=2)``; ``benchmarks/tune_gdn_prefill.py``
+    times and checks such variants side by side.
     """
-    block_v = 16 if num_seqs * num_v_heads * triton.cdiv(head_v, 32) < 528 else 32
-    return min(block_v, triton.next_power_of_2(head_v)), 4
+
+    prep_warps: int = 4
+    scan_block_v: int = 32
+    scan_warps: int = 4
+    scan_stages: int = 3  # loads issued this many chunks ahead (Triton's software pipelining)
+    scan_dot_bf16: bool = True  # bf16 operands in stage 2's matmuls (GPU only; see Precision)
+    out_block_v: int = 64
+    out_warps: int = 4
+    w_dtype: torch.dtype = torch.bfloat16  # W [T, HV, K], written by stage 1, read by stage 2
+    h_dtype: torch.dtype = torch.bfloat16  # chunk start states, written by 2, read by 3
 
 
-def _prep_warps(programs: int) -> int:
-    """num_warps for stage 1. With under ~2 programs per SM (short prompts) each program's
-    latency is the whole cost and 8 warps finish it sooner; with many programs 4 warps let
-    more of them share an SM. (Measured on an H200: 38 vs 48 us at T=139; 408 vs 457 us of the
-    whole call at T=8192.)"""
-    return 8 if programs < 256 else 4
+def launch_config(total: int, num_seqs: int, num_v_heads: int, head_v: int) -> LaunchConfig:
+    """The launch parameters for one call, from its shapes only.
 
-
-def _output_config(head_v: int) -> tuple[int, int]:
-    """(BLOCK_V, num_warps) for stage 3, the parallel outputs."""
-    return min(64, triton.next_power_of_2(head_v)), 4
+    - Stage 1: with under ~2 programs per SM (short prompts) each program's latency is the
+      whole cost and 8 warps finish it sooner; with many programs 4 warps let more of them
+      share an SM. (H200: 38 vs 48 us at T=139; 408 vs 457 us of the whole call at T=8192.)
+    - Stage 2: its length is the longest sequence, so thin row slices (more programs walking
+      side by side, less work per step) pay off when there are few sequences. Three stages of
+      load pipelining: 111 vs 262 us (one stage) at T=5709 in 2 sequences.
+    - Stage 3: 64 output columns per program; 32 or 128 were slower on every shape measured.
+    """
+    programs = (triton.cdiv(total, CHUNK) + num_seqs) * num_v_heads
+    scan_block_v = 16 if num_seqs * num_v_heads * triton.cdiv(head_v, 32) < 528 else 32
+    return LaunchConfig(
+        prep_warps=8 if programs < 256 else 4,
+        scan_block_v=min(scan_block_v, triton.next_power_of_2(head_v)),
+        out_block_v=min(64, triton.next_power_of_2(head_v)),
+    )
 
 
 def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_state):
@@ -94,14 +121,18 @@ def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_sta
 
     # Stage-1 results, token-major like the inputs; fp32 keeps the chunk algebra accurate on
     # long sequences. Stage 2 overwrites U~ with U in place; h holds each chunk's start state.
-    w = torch.empty(total, num_v_heads, head_k, device=q.device, dtype=torch.float32)
+    cfg = launch_config(total, num_seqs, num_v_heads, head_v)
+    w = torch.empty(total, num_v_heads, head_k, device=q.device, dtype=cfg.w_dtype)
     u = torch.empty(total, num_v_heads, head_v, device=q.device, dtype=torch.float32)
     g = torch.empty(total, num_v_heads, device=q.device, dtype=torch.float32)
     slots, _ = prep_grid(total, num_seqs, num_v_heads)
-    h = torch.empty(slots, num_v_heads, head_v, head_k, device=q.device, dtype=torch.float32)
+    h = torch.empty(slots, num_v_heads, head_v, head_k, device=q.device, dtype=cfg.h_dtype)
     group = num_v_heads // num_qk_heads
     block_n = triton.next_power_of_2(num_seqs + 1)
 
+    # bf16 tensor-core operands where the products are exact anyway (K K^T, Q K^T, Q S0^T);
+    # Triton's CPU interpreter gets bf16 tiles wrong, so it takes the fp32 path.
+    native_bf16 = q.is_cuda and q.dtype == torch.bfloat16 and k.dtype == torch.bfloat16
     chunk_prep_kernel[(slots, num_v_heads)](
         k, v, a, b, A_log, dt_bias, cu_seqlens,
         w, u, g,
@@ -111,28 +142,27 @@ def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_sta
         w.stride(0), w.stride(1), u.stride(0), u.stride(1), g.stride(0),
         NUM_V_HEADS=num_v_heads, GROUP=group, K=head_k, V=head_v,
         BLOCK_K=head_k, BLOCK_V=head_v, BLOCK_N=block_n, CHUNK=CHUNK, SUB=SUB,
-        F32_DOT=F32_DOT,
-        num_warps=_prep_warps(slots * num_v_heads),
+        F32_DOT=F32_DOT, NATIVE_BF16=native_bf16,
+        num_warps=cfg.prep_warps,
     )
 
-    block_v, num_warps = _scan_config(num_seqs, num_v_heads, head_v)
     state_arg = state if state is not None else new_state  # never read when HAS_STATE=False
-    chunk_scan_kernel[(num_seqs, num_v_heads, triton.cdiv(head_v, block_v))](
+    chunk_scan_kernel[(num_seqs, num_v_heads, triton.cdiv(head_v, cfg.scan_block_v))](
         k, w, u, g, cu_seqlens, state_arg,
-        h, new_state,
+        h, u, new_state,
         num_seqs,
         k.stride(0), k.stride(1),
         w.stride(0), w.stride(1), u.stride(0), u.stride(1), g.stride(0),
         h.stride(0), h.stride(1),
         state_arg.stride(0), state_arg.stride(1), new_state.stride(0), new_state.stride(1),
         GROUP=group, K=head_k, V=head_v,
-        BLOCK_K=head_k, BLOCK_V=block_v, BLOCK_N=block_n, CHUNK=CHUNK,
-        HAS_STATE=state is not None, F32_DOT=F32_DOT,
-        num_warps=num_warps, num_stages=1,
+        BLOCK_K=head_k, BLOCK_V=cfg.scan_block_v, BLOCK_N=block_n, CHUNK=CHUNK,
+        HAS_STATE=state is not None,
+        DOT_BF16=cfg.scan_dot_bf16 and q.is_cuda, F32_DOT=F32_DOT,
+        num_warps=cfg.scan_warps, num_stages=cfg.scan_stages,
     )
 
-    block_v, num_warps = _output_config(head_v)
-    chunk_output_kernel[(slots, num_v_heads, triton.cdiv(head_v, block_v))](
+    chunk_output_kernel[(slots, num_v_heads, triton.cdiv(head_v, cfg.out_block_v))](
         q, k, u, g, h, cu_seqlens,
         output,
         num_seqs,
@@ -142,7 +172,8 @@ def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_sta
         h.stride(0), h.stride(1),
         output.stride(0), output.stride(1),
         GROUP=group, K=head_k, V=head_v,
-        BLOCK_K=head_k, BLOCK_V=block_v, BLOCK_N=block_n, CHUNK=CHUNK, F32_DOT=F32_DOT,
-        num_warps=num_warps,
+        BLOCK_K=head_k, BLOCK_V=cfg.out_block_v, BLOCK_N=block_n, CHUNK=CHUNK, F32_DOT=F32_DOT,
+        NATIVE_BF16=native_bf16, S0_BF16=native_bf16 and h.dtype == torch.bfloat16,
+        num_warps=cfg.out_warps,
     )
     return output, new_state

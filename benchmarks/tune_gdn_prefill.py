@@ -1,0 +1,154 @@
+"""Launch-parameter and work-dtype sweep of the GDN prefill starter (needs a CUDA GPU).
+
+For a few real prefill shapes it times the whole call (triton.testing.do_bench: L2 flushed,
+median) and each of the three stages (torch profiler, mean of 10 calls) under the default
+``LaunchConfig`` and under variants of it, and checks every variant against the naive
+token-by-token recurrence (organizers' rule, atol = rtol = 1e-2) with its largest errors. It
+also prints registers and spills of the compiled default kernels.
+
+    python benchmarks/tune_gdn_prefill.py                   # default shapes and variants
+    python benchmarks/tune_gdn_prefill.py --shapes 5709:2 8192:32
+    python benchmarks/tune_gdn_prefill.py --once 8192:32    # one default call (for ncu)
+
+The table is also written to $OUT/tune_gdn_prefill.txt when $OUT is set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import bench_gdn  # noqa: E402  (the test helpers and timing of the main GDN benchmark)
+
+H = bench_gdn.H
+SHAPES = [(139, 3), (2107, 1), (5709, 2), (8192, 32), (8192, 57)]
+BF16 = torch.bfloat16
+
+# Each variant is a set of LaunchConfig fields replaced on top of the default for the shape.
+VARIANTS: list[dict] = [
+    {"scan_dot_bf16": False, "w_dtype": torch.float32, "h_dtype": torch.float32},
+    {"scan_stages": 2},
+    {"scan_block_v": 16},
+    {"scan_block_v": 32},
+    {"prep_warps": 8},
+    {"prep_warps": 4},
+    {"out_block_v": 128},
+]
+
+
+def parse_shape(text: str) -> tuple[int, int]:
+    total, n = text.split(":")
+    return int(total), int(n)
+
+
+def shape_inputs(total: int, n: int) -> list:
+    gen = torch.Generator().manual_seed(total * 100 + n)
+    return H.prefill_inputs(H.split_lengths(total, n, gen), seed=total + n, device="cuda")
+
+
+def stage_us(call) -> dict[str, float]:
+    """Mean device time per call of each kernel, from the torch profiler (10 calls)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(10):
+            call()
+        torch.cuda.synchronize()
+    out = {}
+    for evt in prof.key_averages():
+        total = getattr(evt, "device_time_total", None) or getattr(evt, "cuda_time_total", 0)
+        for stage in ("prep", "scan", "output"):
+            if f"chunk_{stage}" in evt.key and evt.count:
+                out[stage] = total / 10
+    return out
+
+
+def compiled_info(kernel) -> str:
+    """Registers, spills and shared memory of every compiled variant of a Triton kernel."""
+    parts = []
+    try:
+        for cache in kernel.device_caches.values():
+            for compiled in cache[0].values():
+                md = compiled.metadata
+                parts.append(f"regs={compiled.n_regs} spills={compiled.n_spills} "
+                             f"warps={md.num_warps} stages={md.num_stages} smem={md.shared}")
+    except Exception as err:  # the cache layout differs between Triton versions
+        parts.append(f"n/a ({type(err).__name__})")
+    return "; ".join(parts[-3:])
+
+
+def label(kw: dict) -> str:
+    if not kw:
+        return "default"
+    short = {BF16: "bf16", torch.float32: "fp32"}
+    return ",".join(f"{k}={short.get(v, v)}" for k, v in kw.items())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", nargs="*", type=parse_shape, default=SHAPES,
+                        help="TOTAL:NUM_SEQS pairs")
+    parser.add_argument("--once", type=parse_shape, help="run one default call and exit")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("tune_gdn_prefill needs a CUDA GPU")
+        return 2
+    mod = H.load_triton_starter(H.PREFILL_DIR / "triton")
+    base = mod.launch_config
+
+    if args.once:
+        inputs = shape_inputs(*args.once)
+        call, _ = bench_gdn.dps(mod.run, inputs, True)
+        for _ in range(4):
+            call()
+        torch.cuda.synchronize()
+        return 0
+
+    lines = bench_gdn.Lines()
+    lines.append(f"device: {torch.cuda.get_device_name()}")
+    for total, n in args.shapes:
+        inputs = shape_inputs(total, n)
+        want = H.naive_prefill(*inputs)
+        default = base(total, n, inputs[2].shape[1], inputs[2].shape[2])
+        lines.append(f"T={total} N={n} default {default}")
+        for kw in [{}, *VARIANTS]:
+            cfg = dataclasses.replace(default, **kw)
+            if kw and cfg == default:
+                continue
+            mod.launch_config = lambda *_, cfg=cfg: cfg
+            try:
+                call, outs = bench_gdn.dps(mod.run, inputs, True)
+                call()
+                torch.cuda.synchronize()
+                errs = [(o.float() - w.float()).abs().max().item() for o, w in zip(outs, want, strict=True)]
+                ok = bench_gdn.verdict(outs, want)
+                us = bench_gdn.bench_us(call)
+                st = stage_us(call)
+                stages = " ".join(f"{k}={v:6.1f}" for k, v in st.items())
+                lines.append(f"  {label(kw):58s} {us:7.1f}us  {stages}  "
+                             f"err o={errs[0]:.1e} s={errs[1]:.1e} {ok[:60]}")
+            except Exception as err:  # out of resources for a large block, etc.
+                lines.append(f"  {label(kw):58s} {type(err).__name__}: {str(err)[:100]}")
+            finally:
+                mod.launch_config = base
+        for name in ("chunk_prep_kernel", "chunk_scan_kernel", "chunk_output_kernel"):
+            lines.append(f"  {name}: {compiled_info(getattr(mod, name))}")
+
+    out_dir = os.environ.get("OUT")
+    if out_dir:
+        Path(out_dir, "tune_gdn_prefill.txt").write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
