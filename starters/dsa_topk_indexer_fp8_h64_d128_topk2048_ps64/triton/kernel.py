@@ -16,8 +16,8 @@ The kernel reads the int8 tensor as raw bytes and reinterprets the two parts in 
 Two kernels, no host syncs and no host loop over requests:
 
 1. ``_score_kernel``, one program per (page of a request, request): a [page_size x D] FP8 tile
-   times the request's [H x D] FP8 queries on the tensor cores, scaled, relu'd, weighted and
-   summed over heads. Pages past the request's length return at once. This kernel streams the
+   times the request's [H x D] FP8 queries on the tensor cores (widened to bf16 for fp32
+   accumulation, see ``operands``), scaled, relu'd, weighted and summed over heads. Pages past the request's length return at once. This kernel streams the
    cache: it is where the bytes are read.
 2. ``_select_kernel``, one program per request: a parallel radix-style selection. The scores are
    mapped to integers with the same order, a 32-step bisection finds the exact k-th largest key
@@ -35,9 +35,12 @@ import torch
 import triton
 import triton.language as tl
 
-# Triton's CPU interpreter multiplies 8/16-bit float tensors wrongly in tl.dot, so under the
-# interpreter the operands are widened to fp32 first (FP8 values are exact in fp32 and bf16). On
-# a GPU the dot runs on FP8 tensor cores with fp32 accumulation.
+# Tensor-core operand type of the scores. FP8 values are exact in bf16 and fp32, so the products
+# are the same; the accumulation is not: Hopper's FP8 tensor cores keep fewer accumulator bits
+# than fp32, enough to swap near-tied tokens at the top-k boundary (seen through the kit: 1 of
+# 128 workloads failed on one of its timing input sets). bf16 accumulates in fp32
+# (benchmarks/stress_dsa_indexer.py measures both). Triton's CPU interpreter multiplies
+# 8/16-bit float tensors wrongly in tl.dot, so under the interpreter the operands are fp32.
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 _OPERANDS = {"fp8": 0, "bf16": 1, "fp32": 2}
 
@@ -76,8 +79,8 @@ def _score_kernel(
         q = tl.load(q_ptr + b * s_q_b + offs_h[:, None] * s_q_h + offs_d[None, :],
                     mask=h_mask[:, None], other=0.0)
 
-        # [PAGE, BLOCK_H] = keys x queries^T with fp32 accumulation; FP8 values are exact in the
-        # wider types, so OPERANDS changes speed, not the products.
+        # [PAGE, BLOCK_H] = keys x queries^T. FP8 values are exact in the wider types, so
+        # OPERANDS changes speed and the accumulator's precision, not the products.
         if OPERANDS == 2:
             logits = tl.dot(k.to(tl.float32), tl.trans(q.to(tl.float32)))
         elif OPERANDS == 1:
@@ -176,7 +179,7 @@ def run(
     *,
     num_warps_score: int = 4,
     num_warps_select: int = 8,
-    operands: str = "fp8",
+    operands: str = "bf16",
     radix_bits: int = 1,
 ) -> None:
     """Destination-passing entry point: fills ``topk_indices``.
