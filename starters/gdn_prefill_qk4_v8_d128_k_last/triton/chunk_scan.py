@@ -48,7 +48,7 @@ def _load_chunk(k_ptr, w_ptr, u_ptr, g_ptr, start, eos, i_h, i_qk, offs_k, offs_
 @triton.jit
 def chunk_scan_kernel(
     k_ptr, w_ptr, u_ptr, g_ptr, cu_ptr, state_ptr,
-    h_ptr, unew_ptr, new_state_ptr,
+    h_ptr, new_state_ptr,
     num_seqs,
     stride_k_t, stride_k_h,
     stride_w_t, stride_w_h, stride_u_t, stride_u_h, stride_g_t,
@@ -114,7 +114,7 @@ def chunk_scan_kernel(
             u = uc - tl.dot(wc.to(tl.bfloat16), tl.trans(s.to(tl.bfloat16)))
         else:
             u = uc - tl.dot(wc.to(tl.float32), tl.trans(s), input_precision=F32_DOT)
-        tl.store(unew_ptr + rows[:, None] * stride_u_t + i_h * stride_u_h + offs_v[None, :], u,
+        tl.store(u_ptr + rows[:, None] * stride_u_t + i_h * stride_u_h + offs_v[None, :], u,
                  mask=m_t[:, None] & mask_v[None, :])
         u_decayed = u * tl.exp(g_last - gc)[:, None]
         if DOT_BF16:

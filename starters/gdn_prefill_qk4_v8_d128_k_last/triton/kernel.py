@@ -149,7 +149,7 @@ def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_sta
     state_arg = state if state is not None else new_state  # never read when HAS_STATE=False
     chunk_scan_kernel[(num_seqs, num_v_heads, triton.cdiv(head_v, cfg.scan_block_v))](
         k, w, u, g, cu_seqlens, state_arg,
-        h, u, new_state,
+        h, new_state,
         num_seqs,
         k.stride(0), k.stride(1),
         w.stride(0), w.stride(1), u.stride(0), u.stride(1), g.stride(0),
