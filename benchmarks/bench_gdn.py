@@ -198,13 +198,18 @@ def run_decode(bw, fla, cuda_run, lines, records):
                         **{k: {"us": v[0], "check": v[1]} for k, v in results.items()}})
 
 
+def prefill_shape_inputs(total: int, n: int) -> list:
+    """Seeded GPU inputs of a prefill shape: ``total`` tokens in ``n`` uneven sequences."""
+    gen = torch.Generator().manual_seed(total * 100 + n)
+    return H.prefill_inputs(H.split_lengths(total, n, gen), seed=total + n, device="cuda")
+
+
 def run_prefill(bw, fla, lines, records, shapes):
     trit = H.load_triton_starter(H.PREFILL_DIR / "triton").run
     ref = H.kit_reference(H.PREFILL)
     lines.append("prefill: T,N | ref ms | kernel latency, speedup vs ref, GB/s, % of copy BW")
     for total, n in shapes:
-        gen = torch.Generator().manual_seed(total * 100 + n)
-        inputs = H.prefill_inputs(H.split_lengths(total, n, gen), seed=total + n, device="cuda")
+        inputs = prefill_shape_inputs(total, n)
         want = ref(*inputs)
         ref_us = bench_slow_us(lambda inputs=inputs: ref(*inputs), runs=1 if total > 2000 else 3)
         call, outs = dps(trit, inputs, True)

@@ -49,11 +49,6 @@ def parse_shape(text: str) -> tuple[int, int]:
     return int(total), int(n)
 
 
-def shape_inputs(total: int, n: int) -> list:
-    gen = torch.Generator().manual_seed(total * 100 + n)
-    return H.prefill_inputs(H.split_lengths(total, n, gen), seed=total + n, device="cuda")
-
-
 def stage_us(call) -> dict[str, float]:
     """Mean device time per call of each kernel, from the torch profiler (10 calls)."""
     from torch.profiler import ProfilerActivity, profile
@@ -107,7 +102,7 @@ def main() -> int:
     base = mod.launch_config
 
     if args.once:
-        inputs = shape_inputs(*args.once)
+        inputs = bench_gdn.prefill_shape_inputs(*args.once)
         call, _ = bench_gdn.dps(mod.run, inputs, True)
         for _ in range(4):
             call()
@@ -117,7 +112,7 @@ def main() -> int:
     lines = bench_gdn.Lines()
     lines.append(f"device: {torch.cuda.get_device_name()}")
     for total, n in args.shapes:
-        inputs = shape_inputs(total, n)
+        inputs = bench_gdn.prefill_shape_inputs(total, n)
         want = H.naive_prefill(*inputs)
         default = base(total, n, inputs[2].shape[1], inputs[2].shape[2])
         lines.append(f"T={total} N={n} default {default}")

@@ -27,25 +27,6 @@ import triton.language as tl
 
 
 @triton.jit
-def _load_chunk(k_ptr, w_ptr, u_ptr, g_ptr, start, eos, i_h, i_qk, offs_k, offs_v, mask_k,
-                mask_v, stride_k_t, stride_k_h, stride_w_t, stride_w_h, stride_u_t, stride_u_h,
-                stride_g_t, CHUNK: tl.constexpr):
-    """K, W (as stored), U~ (fp32) and the log decay G of the chunk starting at ``start``; rows at or past
-    ``eos`` load as zeros (a whole chunk past the end is all zeros and never used)."""
-    rows = start + tl.arange(0, CHUNK)
-    m_t = rows < eos
-    m_tk = m_t[:, None] & mask_k[None, :]
-    kc = tl.load(k_ptr + rows[:, None] * stride_k_t + i_qk * stride_k_h + offs_k[None, :],
-                 mask=m_tk, other=0.0)
-    wc = tl.load(w_ptr + rows[:, None] * stride_w_t + i_h * stride_w_h + offs_k[None, :],
-                 mask=m_tk, other=0.0)
-    uc = tl.load(u_ptr + rows[:, None] * stride_u_t + i_h * stride_u_h + offs_v[None, :],
-                 mask=m_t[:, None] & mask_v[None, :], other=0.0).to(tl.float32)
-    gc = tl.load(g_ptr + rows * stride_g_t + i_h, mask=m_t, other=0.0)
-    return kc, wc, uc, gc
-
-
-@triton.jit
 def chunk_scan_kernel(
     k_ptr, w_ptr, u_ptr, g_ptr, cu_ptr, state_ptr,
     h_ptr, new_state_ptr,
@@ -100,9 +81,15 @@ def chunk_scan_kernel(
         # --- this chunk's inputs (rows past the end load as zeros and contribute nothing) ----
         # They do not depend on the state, so with num_stages > 1 Triton issues the next
         # chunks' loads ahead (async copies into shared memory) while this one computes.
-        kc, wc, uc, gc = _load_chunk(k_ptr, w_ptr, u_ptr, g_ptr, start, eos, i_h, i_qk, offs_k,
-                                     offs_v, mask_k, mask_v, stride_k_t, stride_k_h, stride_w_t,
-                                     stride_w_h, stride_u_t, stride_u_h, stride_g_t, CHUNK)
+        m_tk = m_t[:, None] & mask_k[None, :]
+        m_tv = m_t[:, None] & mask_v[None, :]
+        u_ptrs = u_ptr + rows[:, None] * stride_u_t + i_h * stride_u_h + offs_v[None, :]
+        kc = tl.load(k_ptr + rows[:, None] * stride_k_t + i_qk * stride_k_h + offs_k[None, :],
+                     mask=m_tk, other=0.0)
+        wc = tl.load(w_ptr + rows[:, None] * stride_w_t + i_h * stride_w_h + offs_k[None, :],
+                     mask=m_tk, other=0.0)
+        uc = tl.load(u_ptrs, mask=m_tv, other=0.0).to(tl.float32)
+        gc = tl.load(g_ptr + rows * stride_g_t + i_h, mask=m_t, other=0.0)
         # --- save the state entering this chunk: stage 3 reads it for the outputs ----------
         tl.store(h_ptr + chunk * stride_h_c + i_h * stride_h_h + state_rows,
                  s.to(h_ptr.dtype.element_ty), mask=mask_s)
@@ -114,8 +101,7 @@ def chunk_scan_kernel(
             u = uc - tl.dot(wc.to(tl.bfloat16), tl.trans(s.to(tl.bfloat16)))
         else:
             u = uc - tl.dot(wc.to(tl.float32), tl.trans(s), input_precision=F32_DOT)
-        tl.store(u_ptr + rows[:, None] * stride_u_t + i_h * stride_u_h + offs_v[None, :], u,
-                 mask=m_t[:, None] & mask_v[None, :])
+        tl.store(u_ptrs, u, mask=m_tv)
         u_decayed = u * tl.exp(g_last - gc)[:, None]
         if DOT_BF16:
             s = s * tl.exp(g_last) + tl.dot(tl.trans(u_decayed.to(tl.bfloat16)), kc)
