@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,7 @@ WALL_CLOCK_LABEL = "wall-clock, not comparable"
 DEFAULT_L2_BYTES = 64 * 1024 * 1024
 _MARK = "fib_timed_call_"
 FALLBACK_NOTE = "the device-side timer could not time every call; fell back to events: "
+CUPTI_FALLBACK_NOTE = "CUPTI records did not cover every call; fell back to the profiler span"
 
 
 def spread(samples_ms: list[float]) -> dict[str, float]:
@@ -165,8 +166,7 @@ def measure(
         times, note = timer(call, prepare, index, iterations, flusher)
         if note and note not in warnings:
             warnings.append(note)
-        if note and note.startswith(FALLBACK_NOTE):
-            method = "events"  # say what was really measured
+        method = measured_method(method, note)  # say what was really measured
         index += iterations
         if after_trial is not None:
             after_trial(trial, index - 1)
@@ -209,8 +209,8 @@ def _time_events(call, prepare, start, n, flusher):
 
 
 def _time_profiler(call, prepare, start, n, flusher):
-    """Kernel time per call from torch.profiler: each call runs inside a named range and the
-    device time of the kernels launched in it is summed."""
+    """Kernel time per call from torch.profiler: each call runs inside a named range whose
+    GPU-side annotation spans its first kernel's start to its last kernel's end."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -221,29 +221,55 @@ def _time_profiler(call, prepare, start, n, flusher):
             with record_function(f"{_MARK}{i}"):
                 call(i)
         torch.cuda.synchronize()
-    # Each marked range appears twice: as a CPU event whose device time is the SUM of its
-    # kernels (inter-kernel gaps left out) and, on the GPU timeline, as an annotation spanning
-    # the first kernel's start to the last kernel's end. The span is what a multi-kernel
-    # solution really costs; the sum is the fallback when the profiler gives no annotation.
-    span: dict[int, float] = {}
-    summed: dict[int, float] = {}
-    for evt in prof.events():
-        if not evt.name.startswith(_MARK):
-            continue
-        i = int(evt.name[len(_MARK):])
-        if str(evt.device_type).endswith("CUDA"):
-            span[i] = evt.time_range.elapsed_us() / 1e3
-        else:
-            device_us = getattr(evt, "device_time_total", None)
-            if device_us is None:
-                device_us = getattr(evt, "cuda_time_total", 0.0)
-            summed[i] = device_us / 1e3
-    if len(span) == n and all(v > 0 for v in span.values()):
-        return [span[i] for i in range(start, start + n)], None
+    spans = profiler_spans(prof.events(), start, n)
+    if spans is not None:
+        return spans, None
     # Without a span for every call (an older torch, or a call that launched nothing on the
     # GPU) a per-call figure would be a kernel sum or 0.0; neither is comparable: use events.
     events_times, _ = _time_events(call, prepare, start, n, flusher)
     return events_times, FALLBACK_NOTE + EVENTS_WARNING
+
+
+def profiler_spans(events: Iterable[Any], start: int, n: int) -> list[float] | None:
+    """Per-call span (ms) of calls ``start .. start+n-1`` from torch.profiler events, or None.
+
+    Each marked range appears twice: as a CPU event (whose device time is the SUM of its
+    kernels, inter-kernel gaps left out) and, on the GPU timeline, as an annotation from the
+    first kernel's start to the last kernel's end. Only the GPU annotation is used: the span is
+    what a multi-kernel solution really costs. None when a call has no positive span, so the
+    caller can fall back instead of reporting a sum or 0.0.
+    """
+    span: dict[int, float] = {}
+    for evt in events:
+        if not evt.name.startswith(_MARK) or not str(evt.device_type).endswith("CUDA"):
+            continue
+        span[int(evt.name[len(_MARK) :])] = evt.time_range.elapsed_us() / 1e3
+    wanted = range(start, start + n)
+    if any(span.get(i, 0.0) <= 0 for i in wanted):
+        return None
+    return [span[i] for i in wanted]
+
+
+def cupti_spans(
+    records: Iterable[tuple[int, int, int]], external: Mapping[int, int], start: int, n: int
+) -> list[float] | None:
+    """Per-call span (ms) from CUPTI activity records, or None if a call has no record.
+
+    ``records`` are (correlation id, start ns, end ns) of every kernel, copy and memset;
+    ``external`` maps a correlation id to the call index pushed around the call. A call's span
+    runs from its earliest start to its latest end, so gaps between its kernels count.
+    """
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for corr, t0, t1 in records:
+        idx = external.get(corr)
+        if idx is not None:
+            first[idx] = min(first.get(idx, t0), t0)
+            last[idx] = max(last.get(idx, t1), t1)
+    wanted = range(start, start + n)
+    if any(i not in first or last[i] <= first[i] for i in wanted):
+        return None
+    return [(last[i] - first[i]) / 1e6 for i in wanted]
 
 
 def _time_cupti(call, prepare, start, n, flusher):
@@ -283,16 +309,30 @@ def _time_cupti(call, prepare, start, n, flusher):
     finally:
         for kind in kinds:
             cupti.activity_disable(kind)
-    first: dict[int, int] = {}
-    last: dict[int, int] = {}
-    for corr, t0, t1 in records:
-        idx = external.get(corr)
-        if idx is not None:  # the span of the call: first start to last end
-            first[idx] = min(first.get(idx, t0), t0)
-            last[idx] = max(last.get(idx, t1), t1)
-    if len(first) != n:
-        return _time_profiler(call, prepare, start, n, flusher)
-    return [(last[i] - first[i]) / 1e6 for i in range(start, start + n)], None
+    spans = cupti_spans(records, external, start, n)
+    if spans is not None:
+        return spans, None
+    times, note = _time_profiler(call, prepare, start, n, flusher)
+    return times, note or CUPTI_FALLBACK_NOTE
+
+
+def measured_method(method: str, note: str | None) -> str:
+    """The label for figures so far labelled ``method`` after a trial whose timer said ``note``.
+
+    A timer that could not do its job says so in its note and falls back to a weaker method;
+    the label then names the weakest method any trial really used.
+    """
+    used = method
+    if note is not None and note.startswith(FALLBACK_NOTE):
+        used = "events"
+    elif note == CUPTI_FALLBACK_NOTE:
+        used = "profiler"
+    if method in _STRENGTH and _STRENGTH[used] < _STRENGTH[method]:
+        return used
+    return method
+
+
+_STRENGTH = {"events": 0, "profiler": 1, "cupti": 2}
 
 
 _TIMERS: dict[str, Callable[..., tuple[list[float], str | None]]] = {
