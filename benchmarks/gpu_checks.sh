@@ -2,14 +2,14 @@
 # The kit's end-to-end checks on a CUDA machine, in order of importance; each step has its own
 # time limit so one slow step cannot starve the others. Logs and JSON go to $OUT.
 #   OUT=gpu-results bash benchmarks/gpu_checks.sh [step ...]
-# Steps: harness run_local modal_body timing references starters
+# Steps: harness run_local modal_body timing reference_timing references starters
 # (starters: STARTER_DEFS picks definitions, STARTER_ARGS adds run_local arguments)
 set -u
 OUT=$(realpath -m "${OUT:-gpu-results}")
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" COLUMNS=150
 export FIB_CACHE_DIR=${FIB_CACHE_DIR:-/tmp/fib_gpu_cache}
-steps=${*:-run_local modal_body timing references}
+steps=${*:-run_local modal_body timing reference_timing references}
 summary=()
 
 step() {  # step NAME SECONDS COMMAND...
@@ -34,6 +34,11 @@ for s in $steps; do
             --local-json "$OUT/run_local.json" --json "$OUT/modal_body.json" --parallel 2 ;;
     timing)
         step timing 120 python3 benchmarks/bench_timing.py --json "$OUT/timing.json" ;;
+    reference_timing)
+        # The reference as the evaluator times it (the solution's method) and with CUDA events:
+        # the speedup the kit reports moves by the printed ratio.
+        step reference_timing 150 python3 benchmarks/bench_reference_timing.py \
+            --json "$OUT/reference_timing.json" --per-def 2 --budget-s 120 ;;
     references)
         step references 110 python3 benchmarks/bench_references.py \
             --official "${OFFICIAL:-.fib_cache/mlsys26}" --out "$OUT" --budget-s 60 ;;

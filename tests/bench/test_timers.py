@@ -76,8 +76,9 @@ class _Interval:
 
 
 def _profiler_event(name: str, device: str, start_ns: int, end_ns: int):
-    return types.SimpleNamespace(name=name, device_type=f"DeviceType.{device}",
-                                 time_range=_Interval(start_ns, end_ns))
+    return types.SimpleNamespace(
+        name=name, device_type=f"DeviceType.{device}", time_range=_Interval(start_ns, end_ns)
+    )
 
 
 def install_fake_profiler(monkeypatch, gpu: FakeGpu, annotate: bool = True) -> None:
@@ -136,8 +137,12 @@ def install_fake_events(monkeypatch, gpu: FakeGpu) -> None:
 def make_fake_cupti(gpu: FakeGpu, drop_external_for: set[int] = frozenset()):
     """A ``cupti`` module over the simulated GPU; records for calls in ``drop_external_for``
     lose their external correlation (as when CUPTI's buffer overflowed)."""
-    kind = types.SimpleNamespace(CONCURRENT_KERNEL="kernel", MEMCPY="memcpy", MEMSET="memset",
-                                 EXTERNAL_CORRELATION="external")
+    kind = types.SimpleNamespace(
+        CONCURRENT_KERNEL="kernel",
+        MEMCPY="memcpy",
+        MEMSET="memset",
+        EXTERNAL_CORRELATION="external",
+    )
     state: dict = {"enabled": set(), "callbacks": None}
 
     def register(on_request, on_complete):
@@ -158,8 +163,11 @@ def make_fake_cupti(gpu: FakeGpu, drop_external_for: set[int] = frozenset()):
         for call, corr, t0, t1 in gpu.kernels:
             acts.append(types.SimpleNamespace(kind="kernel", correlation_id=corr, start=t0, end=t1))
             if corr in gpu.external and call not in drop_external_for:
-                acts.append(types.SimpleNamespace(kind="external", correlation_id=corr,
-                                                  external_id=gpu.external[corr]))
+                acts.append(
+                    types.SimpleNamespace(
+                        kind="external", correlation_id=corr, external_id=gpu.external[corr]
+                    )
+                )
         state["callbacks"][1](acts)
 
     return types.SimpleNamespace(
@@ -228,13 +236,21 @@ def _measure(monkeypatch, gpu, method, *, iterations=4, trials=2, warmup=1, reru
     (each repeat prepares the same inputs again)."""
     install_fake_events(monkeypatch, gpu)
     prepared: list[int] = []
-    result = measure(plan_call(gpu, TWO_KERNELS), prepared.append, device="cuda:0",
-                     method=method, warmup=warmup, iterations=iterations, trials=trials,
-                     flusher=_no_flush)
+    result = measure(
+        plan_call(gpu, TWO_KERNELS),
+        prepared.append,
+        device="cuda:0",
+        method=method,
+        warmup=warmup,
+        iterations=iterations,
+        trials=trials,
+        flusher=_no_flush,
+    )
     expected = list(range(warmup))
     for t in range(trials):
         expected += list(range(warmup + t * iterations, warmup + (t + 1) * iterations)) * (
-            1 + reruns)
+            1 + reruns
+        )
     assert prepared == expected
     return result
 
@@ -246,7 +262,8 @@ def test_profiler_timer_measures_each_calls_span(monkeypatch):
     # warm-up call 0, then calls 1..4 and 5..8: spans alternate 3 us, 40 us.
     for trial in result.trials:
         assert trial["min"] == pytest.approx(SPANS_MS[1]) and trial["max"] == pytest.approx(
-            SPANS_MS[0])
+            SPANS_MS[0]
+        )
     assert result.latency_ms == pytest.approx(sum(SPANS_MS) / 2)  # median of 2 and 2
     assert result.method == "profiler" and result.warnings == []
     assert result.to_extra()["timing_method"] == "profiler"
@@ -269,7 +286,9 @@ def test_events_timer_includes_launch_overhead_and_warns(monkeypatch):
     result = _measure(monkeypatch, gpu, "events", trials=1)
     assert result.method == "events" and result.warnings == [EVENTS_WARNING]
     assert sorted(set(round(t, 6) for t in [result.overall["min"], result.overall["max"]])) == [
-        0.007, 0.044]
+        0.007,
+        0.044,
+    ]
 
 
 def test_cupti_timer_attributes_records_by_external_correlation(monkeypatch):
@@ -311,7 +330,9 @@ def test_cuda_methods_listed_best_first(monkeypatch):
     monkeypatch.setattr(timing, "_cupti_module", lambda: None)
     assert available_methods("cuda") == ["profiler", "events"]
     assert choose_method("cupti", "cuda") == (
-        "profiler", ["timing method 'cupti' is not available here; used 'profiler'"])
+        "profiler",
+        ["timing method 'cupti' is not available here; used 'profiler'"],
+    )
     monkeypatch.setattr(timing, "_cupti_module", lambda: object())
     assert available_methods("cuda") == ["profiler", "cupti", "events"]
     assert choose_method("cupti", "cuda") == ("cupti", [])
@@ -354,8 +375,15 @@ def test_measure_on_cuda_makes_its_own_flusher(monkeypatch):
     monkeypatch.setattr(timing, "L2Flusher", Flusher)
     install_fake_profiler(monkeypatch, gpu)
     install_fake_events(monkeypatch, gpu)
-    result = measure(plan_call(gpu, TWO_KERNELS), lambda i: None, device="cuda:1",
-                     method="profiler", warmup=0, iterations=2, trials=1)
+    result = measure(
+        plan_call(gpu, TWO_KERNELS),
+        lambda i: None,
+        device="cuda:1",
+        method="profiler",
+        warmup=0,
+        iterations=2,
+        trials=1,
+    )
     assert made == ["cuda:1"]
     assert result.overall["max"] == pytest.approx(SPANS_MS[0])
 
@@ -373,8 +401,24 @@ def test_every_timed_call_is_prepared_then_flushed(monkeypatch, method):
         order.append(f"call{i}")
         launch(i)
 
-    measure(call, lambda i: order.append(f"prepare{i}"), device="cuda:0", method=method,
-            warmup=1, iterations=2, trials=1, flusher=lambda: order.append("flush"))
+    measure(
+        call,
+        lambda i: order.append(f"prepare{i}"),
+        device="cuda:0",
+        method=method,
+        warmup=1,
+        iterations=2,
+        trials=1,
+        flusher=lambda: order.append("flush"),
+    )
     # warm-up calls are not flushed; every timed call starts with a cold L2.
-    assert order == ["prepare0", "call0", "prepare1", "flush", "call1", "prepare2", "flush",
-                     "call2"]
+    assert order == [
+        "prepare0",
+        "call0",
+        "prepare1",
+        "flush",
+        "call1",
+        "prepare2",
+        "flush",
+        "call2",
+    ]

@@ -1,7 +1,8 @@
 """Files move both ways between the kit and the organizers' ``flashinfer-bench`` package.
 
-Runs only where that package is installed (it is heavy: CUDA wheels, flashinfer-python), e.g.
-``pip install flashinfer-bench`` in a separate environment.
+Runs where that package is installed. Its file-format layer needs only pydantic and
+docstring-parser (in the ``dev`` extra), so CI installs it without its heavy dependencies
+(flashinfer-python, CUDA wheels): ``pip install --no-deps -r requirements-compat.txt``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,20 @@
+"""What every benchmark script shares: the exit code of a GPU-only script run without a GPU.
+
+Scripts run as ``python benchmarks/<name>.py`` find this module beside them. A GPU-only script's
+``--quick`` mode still parses its arguments and builds its inputs on a CPU, then exits with
+``NEEDS_GPU`` (distinct from 0 = compared something, 1 = a difference found, 2 = bad usage), so a
+CPU smoke test can tell "ran as far as it can here" from "broken".
+"""
+
+from __future__ import annotations
+
+import sys
+
+NEEDS_GPU = 3
+
+
+def needs_gpu(script: str, done: str = "") -> int:
+    """Print one line saying the script needs a GPU (and what the smoke run did), return the code."""
+    extra = f" ({done})" if done else ""
+    print(f"{script}: needs a CUDA GPU; nothing timed{extra}", file=sys.stderr)
+    return NEEDS_GPU

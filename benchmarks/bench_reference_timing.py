@@ -1,0 +1,140 @@
+"""The kit's reference latency timed two ways: with the solution's device-side span and with events.
+
+The evaluator times a definition's reference with the solution's method (the organizers time
+both sides with one CUPTI span). Under a profiler the reference's many small launches slow
+down, so its span may read higher than CUDA events around the call. This prints, per workload,
+the reference latency as the evaluator measures it (same warm-up, iteration count and L2 flush)
+with ``events``, ``profiler`` and, when ``cupti-python`` is installed, ``cupti``, and the ratio
+of each to events: the speedup the kit reports moves by that ratio.
+
+    python benchmarks/bench_reference_timing.py [--definitions NAME ...] [--per-def 2]
+    python benchmarks/bench_reference_timing.py --quick   # one small workload; on a CPU: inputs
+                                                          # only, then exit 3 (needs a GPU)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+from bench_common import needs_gpu
+
+from fib_core.bench.evaluate import REFERENCE_MAX_ITERATIONS, REFERENCE_MAX_WARMUP
+from fib_core.bench.inputs import generate_inputs
+from fib_core.bench.reference import load_reference
+from fib_core.bench.timing import available_methods, measure
+from fib_core.data.traceset import TraceSet
+from fib_core.dataset import embedded_dataset_path
+from fib_core.dataset.generators import register_all
+
+QUICK_DEFINITION = "gdn_decode_qk4_v8_d128_k_last"
+
+
+def pick(traces: list, count: int) -> list:
+    """``count`` workloads spread from the smallest to the largest (by the product of axes)."""
+
+    def size(t) -> int:
+        n = 1
+        for v in t.workload.axes.values():
+            n *= max(1, int(v))
+        return n
+
+    ranked = sorted(traces, key=size)
+    if len(ranked) <= count:
+        return ranked
+    return [ranked[round(i * (len(ranked) - 1) / max(1, count - 1))] for i in range(count)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--definitions", nargs="*", default=None)
+    parser.add_argument("--per-def", type=int, default=2, help="workloads timed per definition")
+    parser.add_argument("--budget-s", type=float, default=100.0, help="stop timing after this")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--quick", action="store_true", help="one small workload of one definition")
+    args = parser.parse_args(argv)
+
+    gpu = torch.cuda.is_available()
+    device = "cuda" if gpu else "cpu"
+    register_all()
+    root = embedded_dataset_path()
+    ts = TraceSet.from_path(root)
+    names = args.definitions or sorted(ts.definitions)
+    unknown = [n for n in names if n not in ts.definitions]
+    if unknown:
+        print(
+            f"error: unknown definition {unknown[0]!r}; known: {', '.join(sorted(ts.definitions))}",
+            file=sys.stderr,
+        )
+        return 2
+    if args.quick:
+        names, args.per_def = [QUICK_DEFINITION], 1
+    methods = ["events"] + [m for m in available_methods("cuda") if m != "events"]
+    print(
+        f"device: {torch.cuda.get_device_name() if gpu else 'cpu'}; methods: {', '.join(methods)}"
+        f"; warm-up {REFERENCE_MAX_WARMUP}, {REFERENCE_MAX_ITERATIONS} timed calls"
+    )
+    header = f"{'definition':32} {'axes':30} " + " ".join(f"{m + ' ms':>12}" for m in methods)
+    print(header + "".join(f" {m + '/ev':>11}" for m in methods[1:]))
+    rows, started = [], time.monotonic()
+    for name in names:
+        definition = ts.definitions[name]
+        fn = load_reference(definition)
+        traces = ts.workloads[name]
+        if args.quick:
+            traces = [t for t in traces if t.workload.extra.get("tags")] or traces
+        for trace in pick(traces, args.per_def):
+            if time.monotonic() - started > args.budget_s:
+                print(f"(time budget of {args.budget_s:.0f} s spent: stopping)")
+                break
+            inputs = generate_inputs(
+                definition, trace.workload, seed=0, device=device, dataset_root=root
+            )
+            if not gpu:
+                return needs_gpu(
+                    "bench_reference_timing.py",
+                    f"built the inputs of {name} {trace.workload.uuid[:8]}",
+                )
+            figures = {}
+            for method in methods:
+                result = measure(
+                    lambda i, f=fn, a=inputs: f(*a),
+                    lambda i: None,
+                    device="cuda",
+                    method=method,
+                    warmup=REFERENCE_MAX_WARMUP,
+                    iterations=REFERENCE_MAX_ITERATIONS,
+                    trials=1,
+                )
+                figures[result.method] = result.latency_ms
+            axes = ",".join(f"{k}={v}" for k, v in trace.workload.axes.items())
+            line = f"{name[:32]:32} {axes[:30]:30} " + " ".join(
+                f"{figures.get(m, float('nan')):12.4f}" for m in methods
+            )
+            ev = figures.get("events", float("nan"))
+            line += "".join(f" {figures.get(m, float('nan')) / ev:11.3f}" for m in methods[1:])
+            print(line, flush=True)
+            rows.append(
+                {
+                    "definition": name,
+                    "uuid": trace.workload.uuid,
+                    "axes": trace.workload.axes,
+                    "ms": figures,
+                }
+            )
+            inputs = None
+            torch.cuda.empty_cache()
+    if args.json:
+        args.json.write_text(json.dumps({"methods": methods, "rows": rows}, indent=1))
+    if not rows:
+        print("error: nothing timed", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
