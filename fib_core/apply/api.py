@@ -1,0 +1,204 @@
+"""The public apply entry points: ``apply``, ``enable_apply``/``disable_apply`` and the hook.
+
+One process-wide runtime (or none). With none enabled, an applied function is its original
+self plus the cost of binding its arguments for the hook; with one, each call is routed by
+key. The hook (``set_apply_hook``) sees every call of an applied function, routed or not:
+the tracer installs itself there to record live workloads.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .binding import ArgBinder
+from .config import ApplyConfig
+from .runtime import MISS, ApplyMissError, ApplyRuntime
+
+ApplyHook = Callable[[str, dict[str, Any]], None]
+
+_runtime: ApplyRuntime | None = None
+_hook: ApplyHook | None = None
+
+
+def get_runtime() -> ApplyRuntime | None:
+    """The enabled runtime, or None."""
+    return _runtime
+
+
+def set_runtime(runtime: ApplyRuntime | None) -> ApplyRuntime | None:
+    """Install ``runtime`` process-wide and return the previous one (not closed)."""
+    global _runtime
+    previous, _runtime = _runtime, runtime
+    return previous
+
+
+def set_apply_hook(fn: ApplyHook | None) -> ApplyHook | None:
+    """Call ``fn(def_name, runtime_kwargs)`` on every call of an applied function; returns the
+    previous hook. ``None`` removes it.
+
+    >>> seen = []
+    >>> _ = set_apply_hook(lambda name, kw: seen.append(name))
+    """
+    global _hook
+    previous, _hook = _hook, fn
+    return previous
+
+
+def get_apply_hook() -> ApplyHook | None:
+    return _hook
+
+
+def apply(
+    def_name_or_resolver: str | Callable[..., str],
+    runtime_kwargs: dict[str, Any] | None = None,
+    fallback: Callable[..., Any] | None = None,
+) -> Any:
+    """Route calls to the best recorded solution of a definition.
+
+    Decorator mode (no ``runtime_kwargs``)::
+
+        @apply("gdn_decode_qk4_v8_d128_k_last")
+        def gdn_decode(q, k, v, state, A_log, a, dt_bias, b, scale): ...
+
+    Function mode: resolve and call now; ``fallback(**runtime_kwargs)`` runs on a miss (an
+    ApplyMissError if there is none)::
+
+        out = apply("gdn_decode_qk4_v8_d128_k_last", runtime_kwargs=kw, fallback=my_decode)
+
+    ``def_name_or_resolver`` is a definition name or a function of the call's arguments that
+    returns one.
+    """
+    if runtime_kwargs is not None:
+        return _call_now(def_name_or_resolver, runtime_kwargs, fallback)
+    if not (isinstance(def_name_or_resolver, str) or callable(def_name_or_resolver)):
+        raise TypeError("apply() takes a definition name or a resolver function")
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        binder = ArgBinder(fn)
+        if isinstance(def_name_or_resolver, str):
+            fixed_name = def_name_or_resolver
+            resolver = None
+        else:
+            fixed_name = None
+            resolver = def_name_or_resolver
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            hook, runtime = _hook, _runtime
+            if hook is None and runtime is None:
+                return fn(*args, **kwargs)
+            def_name = fixed_name if resolver is None else resolver(*args, **kwargs)
+            bound = binder.bind(args, kwargs)
+            if hook is not None:
+                hook(def_name, bound)
+            if runtime is not None:
+                result = runtime.route(def_name, bound)
+                if result is not MISS:
+                    return result
+            return fn(*args, **kwargs)
+
+        wrapper.__wrapped__ = fn  # type: ignore[attr-defined]
+        wrapper.__fib_apply__ = def_name_or_resolver  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate
+
+
+def _call_now(
+    def_name_or_resolver: str | Callable[..., str],
+    runtime_kwargs: dict[str, Any],
+    fallback: Callable[..., Any] | None,
+) -> Any:
+    if isinstance(def_name_or_resolver, str):
+        def_name = def_name_or_resolver
+    else:
+        def_name = def_name_or_resolver(**runtime_kwargs)
+    hook, runtime = _hook, _runtime
+    if hook is not None:
+        hook(def_name, runtime_kwargs)
+    if runtime is not None:
+        result = runtime.route(def_name, runtime_kwargs)
+        if result is not MISS:
+            return result
+    if fallback is None:
+        raise ApplyMissError(
+            f"apply: no solution routed for {def_name} "
+            f"({'no runtime enabled' if runtime is None else 'no recorded solution for these shapes'})"
+            " and no fallback given; pass fallback= or call enable_apply() first"
+        )
+    return fallback(**runtime_kwargs)
+
+
+class ApplyHandle:
+    """What :func:`enable_apply` returns: call it like function-mode ``apply``, or use it as a
+    context manager that restores the previous runtime on exit.
+
+    >>> with enable_apply("my-dataset") as handle:  # doctest: +SKIP
+    ...     out = handle("gdn_decode_qk4_v8_d128_k_last", runtime_kwargs=kw, fallback=f)
+    """
+
+    def __init__(self, runtime: ApplyRuntime, previous: ApplyRuntime | None) -> None:
+        self.runtime = runtime
+        self._previous = previous
+
+    def __call__(
+        self,
+        def_name_or_resolver: str | Callable[..., str],
+        runtime_kwargs: dict[str, Any] | None = None,
+        fallback: Callable[..., Any] | None = None,
+    ) -> Any:
+        if runtime_kwargs is None:
+            return apply(def_name_or_resolver)
+        return _call_now(def_name_or_resolver, runtime_kwargs, fallback)
+
+    def __enter__(self) -> ApplyHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if _runtime is self.runtime:
+            set_runtime(self._previous)
+        self.runtime.close()
+
+
+def enable_apply(
+    dataset_path: str | Path | None = None,
+    apply_config: ApplyConfig | None = None,
+    **runtime_options: Any,
+) -> ApplyHandle:
+    """Enable a process-wide apply runtime over a dataset's traces and return its handle.
+
+    ``dataset_path`` defaults to ``$FIB_DATASET_PATH``. ``runtime_options`` go to
+    :class:`ApplyRuntime` (``build_options``, ``cache_dir``)::
+
+        enable_apply("my-dataset", ApplyConfig(max_atol=1e-2, on_miss_policy="use_def_best"))
+    """
+    if dataset_path is None:
+        env = os.environ.get("FIB_DATASET_PATH")
+        dataset_path = env if env else None
+    runtime = ApplyRuntime(dataset_path, apply_config, **runtime_options)
+    previous = set_runtime(runtime)
+    return ApplyHandle(runtime, previous)
+
+
+def disable_apply() -> None:
+    """Drop the process-wide runtime: applied functions call their originals again."""
+    runtime = set_runtime(None)
+    if runtime is not None:
+        runtime.close()
+
+
+__all__ = [
+    "ApplyHandle",
+    "ApplyMissError",
+    "apply",
+    "disable_apply",
+    "enable_apply",
+    "get_apply_hook",
+    "get_runtime",
+    "set_apply_hook",
+    "set_runtime",
+]
