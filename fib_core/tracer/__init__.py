@@ -1,0 +1,70 @@
+"""fib_core.tracer: record the workloads a live model produces, as dataset records.
+
+    from fib_core.tracer import enable_tracing, disable_tracing
+
+    enable_tracing(out_dir="my-dataset/traces/workloads")
+    model.generate(...)        # every call of an @apply function is recorded
+    print(disable_tracing())   # {'gdn_decode_qk4_v8_d128_k_last': {'collected': 64, 'written': 3, ...}}
+
+Names and meaning follow the organizers' ``flashinfer_bench.tracer``.
+"""
+
+from __future__ import annotations
+
+from .entry import TraceEntry
+from .rules import (
+    DEDUP_BY_AVG_SEQ_LEN,
+    DEDUP_BY_AXES,
+    DUMP_ALL,
+    DUMP_INT32,
+    DUMP_NONE,
+    KEEP_ALL,
+    KEEP_RANDOM_ONE,
+    KIT_RULES,
+    TracingRule,
+    all_dump_rule,
+    average_seq_len,
+    axes_only_rule,
+    dsa_sparse_attention_rule,
+    dsa_topk_indexer_rule,
+    full_preset,
+    gdn_decode_rule,
+    gdn_prefill_rule,
+    moe_fp8_rule,
+    policy_dedup_by_avg_seq_len,
+    policy_dedup_by_axes,
+    policy_keep_first_k,
+    policy_keep_random_k,
+)
+from .tracer import Tracer, disable_tracing, enable_tracing, get_tracer, kit_definitions
+
+__all__ = [
+    "DEDUP_BY_AVG_SEQ_LEN",
+    "DEDUP_BY_AXES",
+    "DUMP_ALL",
+    "DUMP_INT32",
+    "DUMP_NONE",
+    "KEEP_ALL",
+    "KEEP_RANDOM_ONE",
+    "KIT_RULES",
+    "TraceEntry",
+    "Tracer",
+    "TracingRule",
+    "all_dump_rule",
+    "average_seq_len",
+    "axes_only_rule",
+    "disable_tracing",
+    "dsa_sparse_attention_rule",
+    "dsa_topk_indexer_rule",
+    "enable_tracing",
+    "full_preset",
+    "gdn_decode_rule",
+    "gdn_prefill_rule",
+    "get_tracer",
+    "kit_definitions",
+    "moe_fp8_rule",
+    "policy_dedup_by_avg_seq_len",
+    "policy_dedup_by_axes",
+    "policy_keep_first_k",
+    "policy_keep_random_k",
+]
