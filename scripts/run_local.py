@@ -4,6 +4,11 @@
     python scripts/run_local.py --quick               # the quick subset
     python scripts/run_local.py --workloads batch_size=64 --json run.json
     python scripts/run_local.py --compare run.json    # what changed since that run
+    python scripts/run_local.py --compare best        # ... since the best recorded run
+    python scripts/run_local.py --html report.html    # also an HTML report with plots
+    python scripts/run_local.py --cross-check         # every GPU timer on each workload
+
+Every run is recorded in runs/ledger.jsonl of the fork (scripts/history.py lists them).
 
 Uses $FIB_DATASET_PATH, or the embedded default dataset when it is unset. Without a GPU it
 runs a CPU smoke run (quick subset, Triton interpreter): correctness only, and says so.
@@ -19,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the vendored fib_core
 
 from fib_core.project.entry import run_script  # noqa: E402
+from fib_core.project.recording import RunRecording  # noqa: E402
 from fib_core.project.runflow import (  # noqa: E402
     RunOptions,
     check_compare_file,
@@ -58,8 +64,22 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions]:
     )
     p.add_argument("--device", choices=["cuda", "cpu"])
     p.add_argument("--json", type=Path, dest="json_path", help="write machine-readable results")
-    p.add_argument("--compare", type=Path, dest="compare_path", help="a previous --json file")
+    p.add_argument(
+        "--compare",
+        metavar="REF",
+        help="a previous --json file, or last / best / a commit prefix from runs/ledger.jsonl",
+    )
+    p.add_argument("--html", type=Path, metavar="PATH", help="also write an HTML report here")
+    p.add_argument(
+        "--cross-check",
+        action="store_true",
+        help="also time each workload with every available GPU timer and compare them",
+    )
+    p.add_argument(
+        "--no-ledger", action="store_true", help="do not record this run in runs/ledger.jsonl"
+    )
     a = p.parse_args(argv)
+    compare_path, compare_ref = split_compare(a.compare)
     opts = RunOptions(
         workloads=a.workloads,
         quick=a.quick,
@@ -75,9 +95,24 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions]:
         isolated=a.isolated,
         device=a.device,
         json_path=a.json_path,
-        compare_path=a.compare_path,
+        compare_path=compare_path,
+        compare_ref=compare_ref,
+        html_path=a.html,
+        cross_check=a.cross_check,
+        ledger=not a.no_ledger,
     )
     return a.config, opts
+
+
+def split_compare(value: str | None) -> tuple[Path | None, str | None]:
+    """(results file, ledger reference): an existing file wins, then last/best/commit prefix."""
+    from fib_core.report.ledger import is_ledger_ref
+
+    if value is None:
+        return None, None
+    if Path(value).is_file() or not is_ledger_ref(value):
+        return Path(value), None
+    return None, value
 
 
 def main() -> int:
@@ -96,6 +131,15 @@ def main() -> int:
     )
     request = make_request(ws.cfg, solution, opts)
     request.dataset_path = str(ws.dataset_path)
+    opts.recording = RunRecording.for_run(
+        ws.cfg.root,
+        solution,
+        request,
+        ledger=opts.ledger,
+        compare_ref=opts.compare_ref,
+        html_path=opts.html_path,
+    )
+    opts.recording.check(ws.definition.name)
     with progress_bar(console=console) as on_event:
         shard = execute(request, on_event=on_event)
     return finish([shard], ws.definition, opts, console)

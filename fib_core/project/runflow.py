@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
     from fib_core.data import Definition, Solution, Trace
     from fib_core.project.config import KitConfig
+    from fib_core.project.recording import RunRecording
 
 # A CPU run only proves correctness; keep it short.
 CPU_SMOKE_TIMING = {"warmup_runs": 0, "iterations": 1, "num_trials": 1, "num_input_sets": 1}
@@ -75,6 +76,11 @@ class RunOptions:
     json_path: Path | None = None
     compare_path: Path | None = None
     traces_path: Path | None = None  # also save the merged traces here (JSONL)
+    compare_ref: str | None = None  # last | best | commit prefix, looked up in the ledger
+    html_path: Path | None = None  # also write the HTML report here
+    cross_check: bool = False  # also time each workload with every GPU timer
+    ledger: bool = True  # record the run in runs/ledger.jsonl (run_local)
+    recording: RunRecording | None = None  # built by the launcher from the four fields above
 
 
 @dataclass
@@ -91,6 +97,7 @@ class RunRequest:
     dataset_path: str | None = None
     shard: int = 0
     num_shards: int = 1
+    cross_check: bool = False  # also time each workload with every timer (GPU only)
 
     def for_shard(self, index: int, count: int) -> RunRequest:
         return RunRequest(**{**asdict(self), "shard": index, "num_shards": count})
@@ -106,6 +113,8 @@ class ShardResult:
     device: str
     gpu_name: str | None
     messages: list[str] = field(default_factory=list)
+    cross_check: list[dict[str, Any]] = field(default_factory=list)  # CrossCheckRow dicts
+    cross_check_notes: list[str] = field(default_factory=list)  # e.g. "needs a CUDA GPU"
 
 
 def engine_settings(cfg: KitConfig, opts: RunOptions) -> dict[str, Any]:
@@ -131,6 +140,7 @@ def make_request(cfg: KitConfig, solution: Solution, opts: RunOptions) -> RunReq
         engine=engine_settings(cfg, opts),
         build=build_settings(cfg),
         device=opts.device,
+        cross_check=opts.cross_check,
     )
 
 
@@ -208,13 +218,20 @@ def execute(
         import torch
 
         gpu = torch.cuda.get_device_name()
-    return ShardResult(
+    result = ShardResult(
         shard=request.shard,
         order=[t.workload.uuid for t in selection],
         traces=[t.to_dict() for t in traces],
         device=device,
         gpu_name=gpu,
     )
+    if request.cross_check:
+        from fib_core.bench.cross_check import cross_check_shard
+
+        result.cross_check, result.cross_check_notes = cross_check_shard(
+            request, mine, device, path
+        )
+    return result
 
 
 def merge_shards(shards: list[ShardResult]) -> tuple[list[Trace], ShardResult]:
@@ -252,7 +269,15 @@ def finish(
     previous = None
     if opts.compare_path is not None:
         previous = RunResults.from_json(opts.compare_path)
+    elif opts.recording is not None:
+        previous = opts.recording.previous(results)
     render_results(results, console, compare=previous)
+    cross = [row for s in shards for row in s.cross_check]
+    cross_notes = list(dict.fromkeys(n for s in shards for n in s.cross_check_notes))
+    if cross or cross_notes:
+        from fib_core.bench.cross_check import print_cross_check
+
+        print_cross_check(cross, cross_notes, console)
     if opts.json_path is not None:
         results.to_json(opts.json_path)
         console.print(f"results written to {opts.json_path}")
@@ -262,5 +287,7 @@ def finish(
         opts.traces_path.parent.mkdir(parents=True, exist_ok=True)
         append_jsonl(opts.traces_path, traces)
         console.print(f"traces appended to {opts.traces_path}")
+    if opts.recording is not None:
+        opts.recording.keep(results, console, cross_check=cross)
     failed = [t for t in traces if t.evaluation is None or t.evaluation.status.value != "PASSED"]
     return 1 if failed or not traces else 0

@@ -46,3 +46,64 @@ def mkrun() -> Callable[..., RunResults]:
 @pytest.fixture
 def spread() -> Callable[..., Spread]:
     return lambda p10, p90: Spread(p10_ms=p10, p90_ms=p90, std_ms=(p90 - p10) / 2.5, min_ms=p10)
+
+
+@pytest.fixture
+def mkrecord(mkrun, mkrow, spread) -> Callable[..., Any]:
+    """mkrecord(latencies={batch: ms}, failed={batch: reason}, commit=, solution_hash=, ...):
+    a ledger record of a GDN decode GPU run, one workload per batch size (uuid ``wl-b<batch>``),
+    with a 4 % p10-p90 band, reference 3x slower and a roofline fraction of 0.5."""
+    from fib_core.report.ledger import GitState, new_record
+
+    def make(
+        latencies: dict[int, float],
+        *,
+        failed: dict[int, str] | None = None,
+        commit: str = "a" * 40,
+        dirty: bool = False,
+        solution_hash: str = "1" * 64,
+        config: dict[str, Any] | None = None,
+        device: str = "cuda",
+        cross_check: list[dict[str, Any]] | None = None,
+    ) -> Any:
+        rows = []
+        for batch, ms in latencies.items():
+            rows.append(
+                mkrow(
+                    f"wl-b{batch}",
+                    latency=ms,
+                    speedup=3.0,
+                    axes={"batch_size": batch},
+                    spread=spread(ms * 0.98, ms * 1.02),
+                    roofline_fraction=0.5,
+                    floor_ms=ms * 0.5,
+                )
+            )
+        for batch, reason in (failed or {}).items():
+            rows.append(
+                mkrow(
+                    f"wl-b{batch}",
+                    "INCORRECT_NUMERICAL",
+                    axes={"batch_size": batch},
+                    reason=reason,
+                    log_tail=["max abs error 0.5 at (0, 1)"],
+                )
+            )
+        gpu = "NVIDIA H100 80GB HBM3" if device == "cuda" else None
+        results = mkrun(
+            rows,
+            device=device,
+            gpu_name=gpu,
+            environment={"hardware": gpu or "CPU", "libs": {"torch": "2.8.0", "triton": "3.4.0"}},
+        )
+        return new_record(
+            results,
+            root=None,
+            solution_name="my_solution",
+            solution_hash=solution_hash,
+            config=config if config is not None else {"engine": {"iterations": 50}},
+            git=GitState(commit, dirty, "main"),
+            cross_check=cross_check,
+        )
+
+    return make

@@ -1,0 +1,344 @@
+"""Timer cross-check: the same workload timed by every GPU timer, and a verdict on their spread.
+
+A timer that reads 10x high on a microsecond kernel is the classic timing dispute. This module
+times one solution call per workload with each available method in one process, on the same
+inputs, and compares them with what the methods are expected to differ by:
+
+- ``profiler`` and ``cupti`` measure the same device span (first kernel start to last kernel
+  end); they must agree within :data:`REL_TOL` (or :data:`ABS_TOL_US` for tiny kernels).
+- ``events`` (CUDA events around the call) adds the host's launch overhead: it may read above
+  the span by up to ``BASE_OVERHEAD_US + PER_KERNEL_US * kernels`` (the launch-overhead model),
+  never meaningfully below it.
+- ``graph`` (the call captured once in a CUDA graph, replays timed with events) launches all
+  kernels at once: it may read above the span by ``BASE_OVERHEAD_US`` only.
+
+The span (``profiler``, else ``cupti``) is the reference the ratios are taken against. The
+timers themselves are those of :mod:`fib_core.bench.timing`; only the graph replay is timed
+here. Runs in a child process: the solution is untrusted code, and a crash there must not take
+the finished benchmark with it.
+
+Example (what ``run_local.py --cross-check`` prints, per workload)::
+
+    rows, notes = cross_check_shard(request, workload_traces, "cuda", dataset_path)
+    print_cross_check(rows, notes, console)
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+METHODS = ("profiler", "cupti", "events", "graph")
+SPAN_METHODS = ("profiler", "cupti")
+REL_TOL = 0.10  # relative disagreement allowed between methods measuring the same span
+ABS_TOL_US = 2.0  # ... and an absolute floor for microsecond kernels
+BASE_OVERHEAD_US = 8.0  # one launch plus event records, seen from the stream
+PER_KERNEL_US = 4.0  # each further kernel launch the host makes
+DEFAULT_WARMUP = 5
+DEFAULT_ITERATIONS = 30
+CHILD_TIMEOUT_S = 120.0  # per workload
+NEEDS_GPU = (
+    "--cross-check needs a CUDA GPU (it compares the GPU timers: CUPTI, profiler span, "
+    "CUDA events, CUDA-graph replay); skipped on this CPU run"
+)
+
+
+@dataclass
+class CrossCheckRow:
+    """One workload's latency (median ms) per timing method, and the verdict.
+
+    ``unavailable`` maps a method to why it has no figure (no CUPTI module, capture failed...).
+    ``flagged`` is True when some method lies outside the launch-overhead model; ``reason``
+    says which and by how much.
+    """
+
+    uuid: str
+    axes: dict[str, int]
+    latencies_ms: dict[str, float] = field(default_factory=dict)
+    unavailable: dict[str, str] = field(default_factory=dict)
+    kernels: int | None = None
+    reference: str | None = None
+    flagged: bool = False
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        for name, value in self.latencies_ms.items():
+            if name not in METHODS:
+                raise ValueError(f"CrossCheckRow: unknown method {name!r}, expected {METHODS}")
+            if not isinstance(value, int | float) or value <= 0:
+                raise ValueError(
+                    f"CrossCheckRow.latencies_ms[{name}]: found {value!r}, expected > 0"
+                )
+
+    def ratios(self) -> dict[str, float]:
+        """Each method's latency divided by the reference method's (1.0 = agrees)."""
+        if self.reference is None or self.reference not in self.latencies_ms:
+            return {}
+        ref = self.latencies_ms[self.reference]
+        return {m: v / ref for m, v in self.latencies_ms.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "uuid": self.uuid,
+            "axes": dict(self.axes),
+            "latencies_ms": dict(self.latencies_ms),
+            "unavailable": dict(self.unavailable),
+            "kernels": self.kernels,
+            "reference": self.reference,
+            "flagged": self.flagged,
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CrossCheckRow:
+        return cls(
+            uuid=d["uuid"],
+            axes=dict(d.get("axes") or {}),
+            latencies_ms={k: float(v) for k, v in (d.get("latencies_ms") or {}).items()},
+            unavailable=dict(d.get("unavailable") or {}),
+            kernels=d.get("kernels"),
+            reference=d.get("reference"),
+            flagged=bool(d.get("flagged")),
+            reason=d.get("reason") or "",
+        )
+
+
+def allowed_excess_us(method: str, kernels: int | None) -> float:
+    """How far above the device span ``method`` may read (µs), by the launch-overhead model."""
+    if method == "events":
+        return BASE_OVERHEAD_US + PER_KERNEL_US * max(1, kernels or 1)
+    if method == "graph":
+        return BASE_OVERHEAD_US
+    return 0.0
+
+
+def judge(latencies_ms: dict[str, float], kernels: int | None) -> tuple[str | None, bool, str]:
+    """(reference method, flagged, reason) for one workload's figures.
+
+    Every method must read no lower than the span minus the tolerance, and no higher than the
+    span plus the tolerance plus its own launch-overhead allowance.
+    """
+    reference = next((m for m in SPAN_METHODS if m in latencies_ms), None)
+    if reference is None:
+        return None, False, "no device-span timer: nothing to check against"
+    ref_us = latencies_ms[reference] * 1e3
+    slack_us = max(REL_TOL * ref_us, ABS_TOL_US)
+    problems = []
+    for method, ms in latencies_ms.items():
+        if method == reference:
+            continue
+        us = ms * 1e3
+        high = ref_us + slack_us + allowed_excess_us(method, kernels)
+        low = ref_us - slack_us
+        if us > high:
+            problems.append(
+                f"{method} reads {us:.1f} us, {us - ref_us:+.1f} us over the {reference} span "
+                f"of {ref_us:.1f} us (model allows {high - ref_us:.1f})"
+            )
+        elif us < low:
+            problems.append(
+                f"{method} reads {us:.1f} us, below the {reference} span of {ref_us:.1f} us"
+            )
+    return reference, bool(problems), "; ".join(problems)
+
+
+def cross_check_shard(
+    request: Any, workload_traces: list[Any], device: str, dataset_path: str | Path
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Cross-check this shard's workloads; (row dicts, notes). On CPU: no rows, one note."""
+    if device != "cuda":
+        return [], [NEEDS_GPU]
+    if not workload_traces:
+        return [], []
+    import concurrent.futures
+    import multiprocessing
+
+    job = {
+        "solution": request.solution,
+        "definition": request.definition,
+        "build": dict(request.build),
+        "seed": int(request.engine.get("seed", 0)),
+        "warmup": min(int(request.engine.get("warmup_runs", DEFAULT_WARMUP)), 10),
+        "iterations": int(request.engine.get("iterations", DEFAULT_ITERATIONS)),
+        "dataset_path": str(dataset_path),
+        "workloads": [t.workload.to_dict() for t in workload_traces],
+    }
+    timeout = CHILD_TIMEOUT_S * len(workload_traces) + 60.0
+    ctx = multiprocessing.get_context("spawn")
+    try:
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
+            return pool.submit(run_cross_check, job).result(timeout=timeout), []
+    except concurrent.futures.TimeoutError:
+        return [], [f"cross-check gave no answer within {timeout:.0f} s; skipped"]
+    except Exception as err:  # the child died or raised: report, keep the benchmark
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        return [], [f"cross-check failed: {first}"]
+
+
+def run_cross_check(job: dict[str, Any]) -> list[dict[str, Any]]:
+    """Child-process body: build once, then time every workload with every method."""
+    from fib_core.bench._build import build_solution
+    from fib_core.bench.timing import L2Flusher
+    from fib_core.compile import BuildOptions
+    from fib_core.data import Solution, TraceSet
+    from fib_core.data.workload import Workload
+
+    trace_set = TraceSet.from_path(job["dataset_path"])
+    definition = trace_set.definitions[job["definition"]]
+    solution = Solution.from_dict(job["solution"])
+    runnable = build_solution(solution, definition, BuildOptions(**job["build"]))
+    flusher = L2Flusher("cuda")
+    rows = []
+    for wd in job["workloads"]:
+        workload = Workload.from_dict(wd)
+        row = _check_workload(runnable, definition, workload, job, flusher)
+        rows.append(row.to_dict())
+    return rows
+
+
+def _check_workload(runnable, definition, workload, job, flusher) -> CrossCheckRow:
+    import torch
+
+    from fib_core.bench.inputs import generate_inputs
+    from fib_core.bench.timing import available_methods, measure
+    from fib_core.data.dtypes import torch_dtype
+
+    inputs = generate_inputs(
+        definition, workload, seed=job["seed"], device="cuda", dataset_root=job["dataset_path"]
+    )
+    outputs = None
+    if runnable.dps:
+        shapes = definition.output_shapes(dict(workload.axes))
+        outputs = [
+            None
+            if shapes[n] is None
+            else torch.empty(shapes[n], dtype=torch_dtype(s.dtype), device="cuda")
+            for n, s in definition.outputs.items()
+        ]
+
+    def call(_i: int) -> None:
+        runnable.run(inputs, outputs)
+
+    def prepare(_i: int) -> None:
+        return None
+
+    row = CrossCheckRow(uuid=workload.uuid, axes=dict(workload.axes))
+    usable = available_methods("cuda")
+    for method in ("profiler", "cupti", "events"):
+        if method not in usable:
+            row.unavailable[method] = (
+                "cupti-python is not installed" if method == "cupti" else "not available"
+            )
+            continue
+        try:
+            result = measure(
+                call,
+                prepare,
+                device="cuda",
+                method=method,
+                warmup=job["warmup"],
+                iterations=job["iterations"],
+                trials=1,
+                flusher=flusher,
+            )
+        except Exception as err:  # noqa: BLE001 - one timer failing must not hide the others
+            row.unavailable[method] = _first_line(err)
+            continue
+        if result.method != method:  # the timer fell back (e.g. no profiler span)
+            row.unavailable[method] = f"fell back to {result.method}"
+            continue
+        row.latencies_ms[method] = result.latency_ms
+    try:
+        row.latencies_ms["graph"] = time_graph_replay(
+            call, flusher, job["warmup"], job["iterations"]
+        )
+    except Exception as err:  # noqa: BLE001 - a solution that cannot be captured is common
+        row.unavailable["graph"] = "CUDA-graph capture failed: " + _first_line(err)
+    row.kernels = count_kernels(call)
+    row.reference, row.flagged, row.reason = judge(row.latencies_ms, row.kernels)
+    return row
+
+
+def time_graph_replay(call, flusher, warmup: int, iterations: int) -> float:
+    """Median ms of one replay of ``call`` captured in a CUDA graph, L2 flushed before each."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(max(1, warmup)):
+            call(0)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call(0)
+    torch.cuda.synchronize()
+    begin = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
+    end = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
+    for k in range(iterations):
+        flusher()
+        begin[k].record()
+        graph.replay()
+        end[k].record()
+    torch.cuda.synchronize()
+    return statistics.median(b.elapsed_time(e) for b, e in zip(begin, end, strict=True))
+
+
+def count_kernels(call) -> int | None:
+    """Device activities (kernels, copies, memsets) one call launches, from the profiler."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    try:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            call(0)
+            torch.cuda.synchronize()
+        return sum(1 for e in prof.events() if str(e.device_type).endswith("CUDA")) or None
+    except Exception:  # noqa: BLE001 - the count only refines the model
+        return None
+
+
+def print_cross_check(rows: list[dict[str, Any]], notes: list[str], console: Any) -> None:
+    """The cross-check table: latency per method, ratio to the span, and the verdict."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from fib_core.report.render import fmt_ms
+
+    for note in notes:
+        console.print(f"[yellow]{escape(note)}[/yellow]", highlight=False)
+    if not rows:
+        return
+    parsed = [CrossCheckRow.from_dict(r) for r in rows]
+    table = Table(title="Timer cross-check (median per call; ratio to the device span)")
+    table.add_column("workload")
+    table.add_column("kernels", justify="right")
+    for m in METHODS:
+        table.add_column(m, justify="right")
+    table.add_column("verdict")
+    for row in parsed:
+        ratios = row.ratios()
+        cells = []
+        for m in METHODS:
+            if m in row.latencies_ms:
+                ratio = f" ({ratios[m]:.2f}x)" if m in ratios and m != row.reference else ""
+                cells.append(fmt_ms(row.latencies_ms[m]) + ratio)
+            else:
+                cells.append("n/a")
+        verdict = "[red]DISAGREE[/red]" if row.flagged else "[green]agree[/green]"
+        table.add_row(row.uuid[:8], str(row.kernels or "?"), *cells, verdict)
+    console.print(table, highlight=False)
+    for row in parsed:
+        if row.flagged:
+            console.print(f"  {row.uuid[:8]}: {escape(row.reason)}", highlight=False)
+    missing = {m: why for row in parsed for m, why in row.unavailable.items()}
+    for m, why in missing.items():
+        console.print(f"  {m}: {escape(why)}", highlight=False)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return f"{type(err).__name__}: {text.splitlines()[0]}" if text else type(err).__name__

@@ -1,0 +1,194 @@
+"""The HTML report rendered from recorded runs: plots, every workload, the comparison's values."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fib_core.bench.cross_check import NEEDS_GPU, CrossCheckRow, judge
+from fib_core.report import plots
+from fib_core.report.html import ReportSection, build_html
+from fib_core.report.ledger import append_record, load_ledger
+from fib_core.report.report_sections import sections_for
+
+GDN = "gdn_decode_qk4_v8_d128_k_last"
+
+
+def _row_html(page: str, uuid: str) -> str:
+    m = re.search(rf'<tr data-uuid="{re.escape(uuid)}">(.*?)</tr>', page, re.S)
+    assert m, f"no table row for {uuid}"
+    return m.group(1)
+
+
+def _cells(row_html: str) -> list[str]:
+    return [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row_html, re.S)]
+
+
+@pytest.fixture
+def two_runs(mkrecord):
+    """Run 1, then run 2: b1 20 % faster, b64 1 % slower (noise), b256 newly failing."""
+    prev = mkrecord({1: 0.010, 64: 0.200, 256: 1.000}, solution_hash="1" * 64, commit="a" * 40)
+    cur = mkrecord(
+        {1: 0.008, 64: 0.202},
+        failed={256: "output: 12 of 4096 elements <beyond> atol=0.01"},
+        solution_hash="2" * 64,
+        commit="b" * 40,
+    )
+    return prev, cur
+
+
+@pytest.mark.skipif(not plots.plots_available(), reason="matplotlib is not installed")
+def test_report_has_plots_every_workload_and_the_right_comparison(two_runs) -> None:
+    prev, cur = two_runs
+    page = build_html([ReportSection(cur, previous=prev, history=[prev, cur])])
+    kinds = re.findall(r'data-plot="([a-z-]+)"><svg', page)
+    assert kinds == ["latency", "speedup", "roofline", "overlay", "history"]
+    for uuid in ("wl-b1", "wl-b64", "wl-b256"):
+        _row_html(page, uuid)
+    # head: workload axes status latency p10-p90 reference speedup %roofline achieved err
+    #       previous change noise verdict
+    b1 = _cells(_row_html(page, "wl-b1"))
+    assert b1[2] == "PASSED" and b1[3] == "8.00 us" and b1[6] == "3.00x" and b1[7] == "50.0%"
+    assert b1[10:] == ["10.00 us", "-20.0%", "±4.0%", "faster"]
+    b64 = _cells(_row_html(page, "wl-b64"))
+    assert b64[10:] == ["200.0 us", "+1.0%", "±4.0%", "within noise"]
+    b256 = _cells(_row_html(page, "wl-b256"))
+    assert b256[2] == "INCORRECT_NUMERICAL" and b256[-1] == "now failing"
+    summary = re.search(r'id="s0-compared">(.*?)</p>', page, re.S).group(1)
+    assert "score 3.00x" in summary and "1 faster, 1 within noise, 1 now failing" in summary
+    assert "commit aaaaaaa" in summary
+    # failures with their reasons, escaped; the environment; nothing fetched from the network
+    assert "output: 12 of 4096 elements &lt;beyond&gt; atol=0.01" in page
+    assert "<beyond>" not in page
+    assert "Score 0 (1 of 3 workloads failed)" in page
+    assert "2.8.0" in page and "NVIDIA H100 80GB HBM3" in page
+    assert not re.search(r"<(script|link|img|iframe)\b", page)
+    assert not re.search(r'(src|href)="(https?:)?//', page)
+
+
+def test_history_lists_each_run_with_score_and_changes(mkrecord) -> None:
+    a = mkrecord({1: 0.010}, solution_hash="1" * 64, commit="a" * 40)
+    b = mkrecord(
+        {1: 0.010}, solution_hash="2" * 64, commit="a" * 40, config={"engine": {"iterations": 100}}
+    )
+    b.results.rows[0].speedup = 4.5
+    page = build_html([ReportSection(b, history=[a, b])])
+    table = re.search(r'<table class="history">.*?<tbody>(.*?)</tbody>', page, re.S).group(1)
+    rows = [_cells(r) for r in re.findall(r"<tr>(.*?)</tr>", table, re.S)]
+    assert [r[4] for r in rows] == ["3.00x", "4.50x (best)"]
+    assert rows[1][6] == "solution 11111111→22222222; engine.iterations 50→100"
+
+
+def test_without_matplotlib_tables_remain_and_the_page_says_why(
+    two_runs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(plots, "plots_available", lambda: False)
+    prev, cur = two_runs
+    page = build_html([ReportSection(cur, previous=prev, history=[prev, cur])])
+    assert "<svg" not in page
+    assert "pip install -e &quot;.[plot]&quot;" in page
+    assert _cells(_row_html(page, "wl-b1"))[10:] == ["10.00 us", "-20.0%", "±4.0%", "faster"]
+
+
+def test_cross_check_rows_and_the_cpu_note_are_shown(mkrecord) -> None:
+    lat = {"profiler": 0.005, "events": 0.050, "graph": 0.006}
+    ref, flagged, reason = judge(lat, 1)
+    row = CrossCheckRow(
+        "wl-b1",
+        {"batch_size": 1},
+        lat,
+        {"cupti": "cupti-python is not installed"},
+        1,
+        ref,
+        flagged,
+        reason,
+    )
+    gpu = mkrecord({1: 0.005}, config={"cross_check": True}, cross_check=[row.to_dict()])
+    page = build_html([ReportSection(gpu)])
+    table = re.search(r'<table class="cross-check">.*?<tbody>(.*?)</tbody>', page, re.S).group(1)
+    cells = _cells(re.findall(r"<tr>(.*?)</tr>", table, re.S)[0])
+    # workload axes kernels profiler cupti events graph verdict
+    assert cells[3] == "5.00 us" and cells[4] == "n/a" and cells[5] == "50.00 us (10.00x)"
+    assert cells[6] == "6.00 us (1.20x)" and cells[7].startswith("DISAGREE: events reads 50.0 us")
+    cpu = mkrecord({1: 5.0}, device="cpu", config={"cross_check": True})
+    assert NEEDS_GPU in build_html([ReportSection(cpu)])
+
+
+def test_sections_default_to_the_run_before_on_the_same_device(mkrecord) -> None:
+    a = mkrecord({1: 0.010}, solution_hash="1" * 64)
+    cpu = mkrecord({1: 5.0}, solution_hash="2" * 64, device="cpu")
+    b = mkrecord({1: 0.008}, solution_hash="3" * 64)
+    [sec] = sections_for([a, cpu, b])
+    assert sec.record is b and sec.previous is a
+    [sec] = sections_for([a, cpu, b], run="best", compare="none")
+    assert sec.record is b and sec.previous is None  # equal scores: the newest is best
+
+
+def test_run_recording_appends_and_writes_the_page(tmp_path: Path, mkrecord) -> None:
+    from rich.console import Console
+
+    from fib_core.project.recording import RunRecording
+
+    ledger = tmp_path / "runs" / "ledger.jsonl"
+    first = mkrecord({1: 0.010, 4: 0.020})
+    append_record(ledger, first)
+    rec = RunRecording(
+        root=tmp_path,
+        solution_name="s",
+        solution_hash="9" * 64,
+        config={"quick": True},
+        ledger_path=ledger,
+        compare_ref="last",
+        html_path=tmp_path / "out" / "r.html",
+    )
+    rec.check(GDN)
+    current = mkrecord({1: 0.005, 4: 0.020}).results
+    assert rec.previous(current).rows == first.results.rows
+    assert rec.compared_with.run_id == first.run_id
+    out = io.StringIO()
+    rec.keep(current, Console(file=out, width=200))
+    runs = load_ledger(ledger)
+    assert (
+        len(runs) == 2 and runs[1].solution_hash == "9" * 64 and runs[1].config == {"quick": True}
+    )
+    text = out.getvalue()
+    assert f"compared with run {first.run_id}" in text and str(ledger) in text
+    page = (tmp_path / "out" / "r.html").read_text()
+    assert _cells(_row_html(page, "wl-b1"))[10:13] == ["10.00 us", "-50.0%", "±4.0%"]
+
+
+def _script(repo_root: Path, name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(repo_root), COLUMNS="200")
+    return subprocess.run(
+        [sys.executable, str(repo_root / "scripts" / name), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_scripts_report_and_history(repo_root: Path, tmp_path: Path, two_runs) -> None:
+    missing = _script(repo_root, "report.py", cwd=tmp_path)
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+    assert "run scripts/run_local.py first" in missing.stderr
+    prev, cur = two_runs
+    for rec in (prev, cur):
+        append_record(tmp_path / "runs" / "ledger.jsonl", rec)
+    done = _script(repo_root, "report.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "runs" / "report.html").read_text()
+    assert _cells(_row_html(page, "wl-b1"))[13] == "faster"
+    hist = _script(repo_root, "history.py", cwd=tmp_path)
+    assert hist.returncode == 0, hist.stderr
+    assert prev.run_id in hist.stdout and cur.run_id in hist.stdout
+    assert "3.00x *" in hist.stdout and "2/3" in hist.stdout
+    bad = _script(repo_root, "report.py", "--run", "ffff", cwd=tmp_path)
+    assert bad.returncode == 2 and "'ffff'" in bad.stderr
