@@ -70,9 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
             "--local",
             action="append",
             type=Path,
-            required=True,
+            default=[],
             metavar="PATH",
-            help="dataset folder (repeatable)",
+            help="dataset folder (repeatable; default: $FIB_DATASET_PATH or the embedded dataset)",
         )
     merge = rsub.add_parser("merge", help="merge dataset folders / run outputs into one")
     merge.add_argument(
@@ -177,10 +177,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace, console: Any) -> int:
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
     from fib_core.bench.config import BenchmarkConfig
+    from fib_core.project.cli_help import cpu_sized
 
-    config = BenchmarkConfig(**config_overrides(args))
+    config = BenchmarkConfig(**cpu_sized(config_overrides(args)))
     dump = args.save_results is not False
-    trace_set = load_local(args.local, persist_solutions=dump)
+    trace_set = load_local(args.local, persist_solutions=dump, console=console)
     total = count_pairs(trace_set, config)
     if total == 0:
         raise FibError(
@@ -275,7 +276,7 @@ def classify_local(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
     return datasets, solutions
 
 
-def load_local(paths: Sequence[Path], *, persist_solutions: bool) -> Any:
+def load_local(paths: Sequence[Path], *, persist_solutions: bool, console: Any = None) -> Any:
     """One TraceSet from ``--local`` paths (default dataset when none is a dataset).
 
     Later datasets add their definitions, workloads, solutions and traces to the first, whose
@@ -297,7 +298,10 @@ def load_local(paths: Sequence[Path], *, persist_solutions: bool) -> Any:
     for ts in sets:
         merged.add_dataset(ts)
     loaded = [(load_json(f, Solution), str(f)) for f in solution_files]
-    to_add = [sol for sol, source in loaded if merged.add_solution(sol, source)]
+    to_add = [sol for sol, source in loaded if merged.add_solution(sol, source, replace=True)]
+    for note in merged.notes:
+        if console is not None:
+            console.print(f"note: {note}", highlight=False, soft_wrap=True)
     if persist_solutions:  # write them through the TraceSet, which files them in the dataset
         for sol in to_add:
             merged.solutions[sol.definition].remove(sol)
@@ -323,7 +327,9 @@ class _Merged:
         self.workloads: dict[str, list[Any]] = {}
         self.traces: dict[str, list[Any]] = {}
         self._solution_names: dict[str, Any] = {}
+        self._solution_files: dict[str, Path] = {}
         self._workload_uuids: set[str] = set()
+        self.notes: list[str] = []
 
     def add_dataset(self, ts: Any) -> None:
         for name, definition in ts.definitions.items():
@@ -333,6 +339,7 @@ class _Merged:
                     f"--local {ts.root}: definition {name!r} differs from the one in an earlier "
                     "dataset; pass only one of them"
                 )
+        self._solution_files.update(getattr(ts, "_solution_files", {}))
         for sols in ts.solutions.values():
             for sol in sols:
                 self.add_solution(sol, str(ts.root))
@@ -344,8 +351,10 @@ class _Merged:
         for name, traces in ts.traces.items():
             self.traces.setdefault(name, []).extend(traces)
 
-    def add_solution(self, sol: Any, source: str) -> bool:
-        """Add ``sol``; False when an identical one is already there (a conflict raises)."""
+    def add_solution(self, sol: Any, source: str, *, replace: bool = False) -> bool:
+        """Add ``sol``; False when an identical one is already there. A conflict raises, unless
+        ``replace`` (a solution file given with --local): an edited solution then replaces the
+        dataset's stored copy of the same name and file, with a note."""
         if sol.definition not in self.definitions:
             raise FibError(
                 f"--local {source}: solution {sol.name!r} is for definition {sol.definition!r}, "
@@ -353,6 +362,16 @@ class _Merged:
             )
         held = self._solution_names.get(sol.name)
         if held is not None:
+            if held.hash() != sol.hash() and replace:
+                from fib_core.project.cli_help import replace_stored_solution
+
+                self.notes.append(
+                    replace_stored_solution(
+                        self.solutions, held, sol, self._solution_files.get(sol.name), source
+                    )
+                )
+                self._solution_names[sol.name] = sol
+                return True
             if held.hash() != sol.hash():
                 raise FibError(
                     f"--local {source}: solution {sol.name!r} is already in the dataset with "
@@ -389,6 +408,10 @@ def _report(args: argparse.Namespace, console: Any) -> int:
             soft_wrap=True,
         )
         return EXIT_OK
+    if not args.local:
+        from fib_core.dataset import default_dataset_path
+
+        args.local = [Path(default_dataset_path())]
     found = [st for path in args.local for st in views.standings(load_trace_set(path))]
     if not found:
         console.print("no traces found: run `python -m fib_core run --local PATH` first")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the vendored fib_core
 
-from fib_core.project.entry import run_script  # noqa: E402
+from fib_core.project.entry import display_path, run_script  # noqa: E402
 from fib_core.project.recording import RunRecording  # noqa: E402
 from fib_core.project.runflow import (  # noqa: E402
     RunOptions,
@@ -78,6 +78,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions]:
     p.add_argument(
         "--no-ledger", action="store_true", help="do not record this run in runs/ledger.jsonl"
     )
+    p.add_argument("--wide", action="store_true", help="every table column, however wide")
     a = p.parse_args(argv)
     compare_path, compare_ref = split_compare(a.compare)
     opts = RunOptions(
@@ -100,6 +101,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions]:
         html_path=a.html,
         cross_check=a.cross_check,
         ledger=not a.no_ledger,
+        wide=a.wide,
     )
     return a.config, opts
 
@@ -125,6 +127,7 @@ def main() -> int:
     console = Console()
     ws = open_workspace(config_path)
     solution = ws.pack()
+    opts.source_dir = display_path(ws.cfg.source_dir)
     console.print(
         f"[bold]{solution.name}[/] → {ws.definition.name}  "
         f"(dataset: {'embedded default' if ws.embedded else ws.dataset_path})"

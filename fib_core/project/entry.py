@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import NoReturn
 
 from fib_core.errors import FibError
@@ -31,3 +32,12 @@ def run_script(main: Callable[[], int | None]) -> NoReturn:
         print("interrupted", file=sys.stderr)
         code = EXIT_INTERRUPTED
     sys.exit(code)
+
+
+def display_path(path: str | Path) -> str:
+    """``path`` relative to the current folder when it lies inside it (what a user typed)."""
+    p = Path(path).resolve()
+    try:
+        return p.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return str(p)

@@ -35,8 +35,18 @@ if TYPE_CHECKING:
     from fib_core.project.config import KitConfig
     from fib_core.project.recording import RunRecording
 
-# A CPU run only proves correctness; keep it short.
-CPU_SMOKE_TIMING = {"warmup_runs": 0, "iterations": 1, "num_trials": 1, "num_input_sets": 1}
+# A CPU run only proves correctness; keep it short, but still catch a kernel that replays
+# results: two input sets checked before timing, and the one timed call (on a third set)
+# re-checked. The reference is not timed (a CPU has no score to compute), and the limit is
+# sized for the Triton interpreter and the full-size references on a small machine.
+CPU_SMOKE_TIMING = {
+    "warmup_runs": 0,
+    "iterations": 1,
+    "num_trials": 1,
+    "num_input_sets": 2,
+    "profile_baseline": False,
+    "timeout_seconds": 1800.0,
+}
 
 # config.toml [build] keys that reach the compiler (fib_core.compile.BuildOptions)
 _BUILD_KEYS = ("cuda_arch", "extra_cuda_cflags", "extra_cflags", "extra_ldflags", "include_dirs")
@@ -81,6 +91,8 @@ class RunOptions:
     cross_check: bool = False  # also time each workload with every GPU timer
     ledger: bool = True  # record the run in runs/ledger.jsonl (run_local)
     recording: RunRecording | None = None  # built by the launcher from the four fields above
+    wide: bool = False  # every table column, however wide the terminal
+    source_dir: str | None = None  # the solution's folder, for tracebacks (solution/triton)
 
 
 @dataclass
@@ -115,6 +127,9 @@ class ShardResult:
     messages: list[str] = field(default_factory=list)
     cross_check: list[dict[str, Any]] = field(default_factory=list)  # CrossCheckRow dicts
     cross_check_notes: list[str] = field(default_factory=list)  # e.g. "needs a CUDA GPU"
+    total_workloads: int | None = None  # the definition's workloads in the dataset
+    quick: bool = False  # the selection is the quick subset
+    author: str | None = None
 
 
 def engine_settings(cfg: KitConfig, opts: RunOptions) -> dict[str, Any]:
@@ -203,6 +218,9 @@ def execute(
         raise ConfigError(f"definition {request.definition} is not in the dataset at {path}")
     selection = select_for(request, trace_set, device)
     mine = shard_of(selection, request.shard, request.num_shards)
+    from fib_core.project.dataset_checks import check_blobs
+
+    check_blobs(trace_set, request.definition, [t.workload for t in mine])
     engine = dict(request.engine)
     if device == "cpu":
         for key, value in CPU_SMOKE_TIMING.items():
@@ -224,6 +242,9 @@ def execute(
         traces=[t.to_dict() for t in traces],
         device=device,
         gpu_name=gpu,
+        total_workloads=len(trace_set.workloads.get(request.definition, [])),
+        quick=request.quick or device == "cpu",
+        author=solution.author,
     )
     if request.cross_check:
         from fib_core.bench.cross_check import cross_check_shard
@@ -246,6 +267,21 @@ def merge_shards(shards: list[ShardResult]) -> tuple[list[Trace], ShardResult]:
     return traces, shards[0]
 
 
+def run_scope(first: ShardResult, ran: int) -> str | None:
+    """ "3 of 54 workloads (quick subset, CPU smoke: correctness only)", or None if unknown."""
+    if first.total_workloads is None:
+        return None
+    notes = []
+    if first.quick:
+        notes.append("quick subset")
+    elif ran < first.total_workloads:
+        notes.append("filtered")
+    if first.device == "cpu":
+        notes.append("CPU smoke: correctness only")
+    text = f"{ran} of {first.total_workloads} workloads"
+    return f"{text} ({', '.join(notes)})" if notes else text
+
+
 def check_compare_file(opts: RunOptions) -> None:
     """Read ``--compare`` before the run: a wrong path must not cost a finished benchmark."""
     if opts.compare_path is not None:
@@ -264,14 +300,21 @@ def finish(
     from fib_core.report.results import RunResults
 
     console = console or Console()
+    from fib_core.report.source_map import map_trace_logs
+
     traces, first = merge_shards(shards)
-    results = RunResults.from_traces(traces, definition, gpu_name=first.gpu_name)
+    map_trace_logs(traces, opts.source_dir)
+    results = RunResults.from_traces(
+        traces, definition, gpu_name=first.gpu_name, author=first.author
+    )
     previous = None
     if opts.compare_path is not None:
         previous = RunResults.from_json(opts.compare_path)
     elif opts.recording is not None:
         previous = opts.recording.previous(results)
-    render_results(results, console, compare=previous)
+    render_results(
+        results, console, compare=previous, scope=run_scope(first, len(traces)), wide=opts.wide
+    )
     cross = [row for s in shards for row in s.cross_check]
     cross_notes = list(dict.fromkeys(n for s in shards for n in s.cross_check_notes))
     if cross or cross_notes:

@@ -51,9 +51,14 @@ def resolve_dataset() -> tuple[Path, bool]:
 def open_workspace(config_path: str | Path = "config.toml") -> Workspace:
     """Load config and dataset, and check that the config's definition is in the dataset."""
     from fib_core.data import TraceSet
+    from fib_core.data.errors import DatasetNotFoundError
+    from fib_core.project.dataset_checks import name_dataset_variable
 
     cfg = load_config(config_path)
     path, embedded = resolve_dataset()
-    trace_set = TraceSet.from_path(path)
+    try:
+        trace_set = TraceSet.from_path(path)
+    except DatasetNotFoundError as err:
+        raise name_dataset_variable(err) from None
     check_definition_exists(cfg, trace_set.definitions, str(path))
     return Workspace(cfg=cfg, dataset_path=path, embedded=embedded, trace_set=trace_set)

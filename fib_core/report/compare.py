@@ -4,7 +4,14 @@ The rule for "outside the noise": a latency change counts only when it is larger
 runs' own spread and than a fixed floor. For each run the spread is its p10-p90 band relative to
 its latency, (p90 - p10) / latency; the noise band is the larger of the two runs' bands and of
 ``floor_pct`` (3 % by default, because medians of GPU kernels drift by a percent or two between
-runs even when each run looks tight). A run without spread figures counts for the floor only.
+runs even when each run looks tight). A run without spread figures counts for the floor only; a workload timed once in either run
+(a CPU smoke run) gets no faster/slower verdict at all, only its change.
+
+Example (what ``scripts/compare.py`` prints from two ``--json`` files)::
+
+    from fib_core.report.results import RunResults
+    deltas = compare(RunResults.from_json("new.json"), RunResults.from_json("base.json"))
+    print(sum(d.verdict == FASTER for d in deltas), "faster")
 """
 
 from __future__ import annotations
@@ -23,7 +30,21 @@ MISSING = "missing"
 NOW_FAILING = "now failing"
 NOW_PASSING = "now passing"
 STILL_FAILING = "still failing"
-VERDICTS = (FASTER, SLOWER, WITHIN_NOISE, NEW, MISSING, NOW_FAILING, NOW_PASSING, STILL_FAILING)
+# Either run timed the workload once: there is no spread, so no faster/slower verdict.
+ONE_SAMPLE = "one sample, no verdict"
+VERDICTS = (
+    FASTER,
+    SLOWER,
+    WITHIN_NOISE,
+    NEW,
+    MISSING,
+    NOW_FAILING,
+    NOW_PASSING,
+    STILL_FAILING,
+    ONE_SAMPLE,
+)
+# Fewer timed calls than this in either run and the change is shown but not judged.
+MIN_SAMPLES = 2
 
 
 @dataclass(frozen=True)
@@ -95,6 +116,15 @@ def _delta(cur: WorkloadResult, prev: WorkloadResult | None, floor_pct: float) -
         )
     assert cur.latency_ms is not None and prev.latency_ms is not None  # PASSED rows are timed
     change = (cur.latency_ms - prev.latency_ms) / prev.latency_ms * 100.0
+    if any(r.samples is not None and r.samples < MIN_SAMPLES for r in (cur, prev)):
+        return Delta(
+            uuid=cur.uuid,
+            verdict=ONE_SAMPLE,
+            axes=axes,
+            current_ms=cur.latency_ms,
+            previous_ms=prev.latency_ms,
+            change_pct=change,
+        )
     noise = noise_band_pct(cur, prev, floor_pct)
     outside = abs(change) > noise
     verdict = WITHIN_NOISE if not outside else (FASTER if change < 0 else SLOWER)

@@ -18,11 +18,12 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from fib_core.report.compare import Delta, comparability_warning
+from fib_core.report.compare import ONE_SAMPLE, Delta, comparability_warning
 from fib_core.report.compare import compare as compare_runs
 from fib_core.report.progress import progress_bar
 from fib_core.report.results import RunResults, WorkloadResult
 from fib_core.report.summary import Summary, summarize
+from fib_core.report.table_fit import dropped_note, fit_columns
 
 LOG_WIDTH = 160
 MAX_NOTES = 5
@@ -36,20 +37,27 @@ def render_results(
     console: Console,
     *,
     compare: RunResults | Sequence[Delta] | None = None,
+    scope: str | None = None,
+    wide: bool = False,
 ) -> Summary:
     """Print table, failures and summary of ``results``; returns the :class:`Summary` shown.
 
     ``compare`` is a previous run (or deltas already computed with
     :func:`fib_core.report.compare.compare`); it adds a change column and a short verdict count.
+    ``scope`` says which workloads ran (e.g. "3 of 54 workloads (quick subset)"); ``wide``
+    keeps every column even when the table is wider than the console.
     """
     deltas, warning = _deltas(results, compare)
     summary = summarize(results)
     with readable_width(console):
         _print_header(results, console)
-        _say(console, _results_table(results, deltas, console))
+        table, hidden = _results_table(results, deltas, console, wide=wide)
+        _say(console, table)
+        if hidden:
+            _say(console, f"[dim]{escape(hidden)}[/dim]")
         _print_notes(results, console)
         _print_failures(results, console)
-        _print_summary(results, summary, console)
+        _print_summary(results, summary, console, scope)
         if deltas is not None:
             _print_compare(deltas, warning, console)
     return summary
@@ -97,20 +105,27 @@ def _cpu_banner(mode: str, console: Console) -> Panel:
     )
 
 
-def _results_table(results: RunResults, deltas: list[Delta] | None, console: Console) -> Table:
-    table = Table(
-        box=box.ASCII if not console.is_terminal else box.SIMPLE_HEAD,
-        expand=False,
-        highlight=False,
-    )
-    table.add_column("workload", no_wrap=True)
-    table.add_column("axes", overflow="fold")
-    table.add_column("status", no_wrap=True)
-    for name in ("latency", "ref", "speedup", "abs err", "rel err", "roofline"):
-        table.add_column(name, justify="right", no_wrap=True)
+def _results_table(
+    results: RunResults, deltas: list[Delta] | None, console: Console, *, wide: bool = False
+) -> tuple[Table, str | None]:
+    """The table, and a line naming the columns dropped to fit the console (None if none)."""
     by_uuid = {d.uuid: d for d in deltas or []}
+    columns: dict[str, list[str]] = {
+        name: []
+        for name in (
+            "workload",
+            "axes",
+            "status",
+            "latency",
+            "ref",
+            "speedup",
+            "abs err",
+            "rel err",
+            "roofline",
+        )
+    }
     if deltas is not None:
-        table.add_column("vs prev", justify="right", no_wrap=True)
+        columns["vs prev"] = []
     for row in results.rows:
         cells = [
             row.short_uuid,
@@ -126,8 +141,24 @@ def _results_table(results: RunResults, deltas: list[Delta] | None, console: Con
         if deltas is not None:
             delta = by_uuid.get(row.uuid)
             cells.append(fmt_delta(delta) if delta else "")
-        table.add_row(*cells)
-    return table
+        for name, cell in zip(columns, cells, strict=True):
+            columns[name].append(cell)
+    kept = fit_columns(columns, console.width, wide=wide)
+    table = Table(
+        box=box.ASCII if not console.is_terminal else box.SIMPLE_HEAD,
+        expand=False,
+        highlight=False,
+    )
+    for name in kept:
+        if name == "axes":
+            table.add_column(name, overflow="fold")
+        elif name in ("workload", "status"):
+            table.add_column(name, no_wrap=True)
+        else:
+            table.add_column(name, justify="right", no_wrap=True)
+    for i in range(len(results.rows)):
+        table.add_row(*(columns[name][i] for name in kept))
+    return table, dropped_note(list(columns), kept, console.width)
 
 
 def _status_cell(row: WorkloadResult) -> str:
@@ -173,12 +204,45 @@ def _print_failures(results: RunResults, console: Console) -> None:
             f"{escape(row.reason)}",
             overflow="fold",
         )
-        for line in row.log_tail:
+        for line in _tail_without_reason(row):
             _say(console, f"      | {escape(line)}", overflow="fold")
 
 
-def _print_summary(results: RunResults, summary: Summary, console: Console) -> None:
+def _tail_without_reason(row: WorkloadResult) -> list[str]:
+    """The log tail minus the line the reason already quotes (each reason is printed once)."""
+    reason = " ".join(row.reason.split())
+    return [ln for ln in row.log_tail if " ".join(ln.split()) != reason]
+
+
+def _print_passed_notes(results: RunResults, console: Console) -> None:
+    """Why a PASSED row may show a large relative error: the metric that decided it."""
+    for row in results.rows:
+        if row.passed and row.decided_by:
+            _say(
+                console,
+                f"[yellow]note:[/yellow] {row.short_uuid} passed with rel err "
+                f"{fmt_error(row.max_rel_error)}: {escape(row.decided_by)}",
+                overflow="fold",
+            )
+
+
+def _print_summary(
+    results: RunResults, summary: Summary, console: Console, scope: str | None = None
+) -> None:
+    _print_passed_notes(results, console)
     _say(console)
+    if scope:
+        _say(console, f"Ran {escape(scope)}")
+    if results.is_cpu_smoke:
+        style = "green" if summary.all_passed else "red"
+        _say(console, f"Passed: [{style}]{summary.passed}/{summary.total}[/{style}]")
+        _say(
+            console,
+            "No score: a CPU smoke run checks correctness only (the contest scores GPU "
+            "timings); run on a GPU, or on Modal, for the score",
+        )
+        _say(console, f"[bold yellow]{escape(results.mode)}[/bold yellow]")
+        return
     if summary.total == 0:
         _say(console, "[bold]Score: 0[/bold] (no workload was measured)")
     elif summary.all_passed:
@@ -251,6 +315,8 @@ def fmt_delta(d: Delta) -> str:
     if d.change_pct is None:
         return d.verdict
     text = f"{d.change_pct:+.1f}%"
+    if d.verdict == ONE_SAMPLE:
+        return f"{text} (1 sample)"
     if not d.outside_noise:
         return f"{text} (noise)"
     style = "green" if d.change_pct < 0 else "red"

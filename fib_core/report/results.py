@@ -118,6 +118,10 @@ class WorkloadResult:
     spread: Spread | None = None
     timing_method: str | None = None
     warnings: list[str] = field(default_factory=list)
+    # What decided a PASSED verdict when the errors look alarming (see report.verdict_notes).
+    decided_by: str = ""
+    # Timed calls behind ``latency_ms`` (None: unknown); one sample carries no spread.
+    samples: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.uuid, str) or not self.uuid:
@@ -183,6 +187,8 @@ class WorkloadResult:
             ),
             "timing_method": self.timing_method,
             "warnings": list(self.warnings),
+            "decided_by": self.decided_by,
+            "samples": self.samples,
         }
 
     @classmethod
@@ -206,6 +212,8 @@ class WorkloadResult:
             spread=Spread(**spread) if spread else None,
             timing_method=d.get("timing_method"),
             warnings=list(d.get("warnings") or []),
+            decided_by=str(d.get("decided_by") or ""),
+            samples=d.get("samples"),
         )
 
 

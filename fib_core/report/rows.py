@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from fib_core.errors import FibError
+from fib_core.report.attribution import reason_for
 from fib_core.report.results import (
     LOG_TAIL_LINES,
     Achieved,
@@ -23,6 +24,8 @@ from fib_core.report.results import (
     WorkloadResult,
 )
 from fib_core.report.roofline_view import RooflineView
+from fib_core.report.source_map import map_solution_paths
+from fib_core.report.verdict_notes import decided_by
 
 _ERROR_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(Error|Exception|Interrupt)|error|Error|Killed)\b")
 _REASON_LIMIT = 200
@@ -106,21 +109,29 @@ def row_from_trace(trace: Any, roofline: RooflineView | None = None) -> Workload
     perf_extra = _extra(perf)
     ev_extra = _extra(ev)
     latency = _float(getattr(perf, "latency_ms", None))
+    log = map_solution_paths(ev.log or "")  # the solution's own files, not its build copy
+    ref_ms = _float(getattr(perf, "reference_latency_ms", None))
+    speedup = _float(getattr(perf, "speedup_factor", None))
+    ref_timing = perf_extra.get("reference_timing")
+    if isinstance(ref_timing, dict) and ref_timing.get("skipped"):
+        ref_ms = speedup = None  # not measured (a CPU smoke run): unknown, not zero
     axes = {str(k): int(v) for k, v in dict(trace.workload.axes).items()}
     row = WorkloadResult(
         uuid=str(trace.workload.uuid),
         axes=axes,
         status=status,
         latency_ms=latency,
-        reference_latency_ms=_float(getattr(perf, "reference_latency_ms", None)),
-        speedup=_float(getattr(perf, "speedup_factor", None)),
+        reference_latency_ms=ref_ms,
+        speedup=speedup,
         max_abs_error=_float(getattr(corr, "max_absolute_error", None)),
         max_rel_error=_float(getattr(corr, "max_relative_error", None)),
-        reason="" if status == "PASSED" else failure_reason(status, ev.log, ev_extra),
-        log_tail=[] if status == "PASSED" else log_tail(ev.log),
+        reason="" if status == "PASSED" else failure_reason(status, log, ev_extra),
+        log_tail=[] if status == "PASSED" else log_tail(log),
         spread=_spread(perf_extra),
         timing_method=_str(perf_extra.get("timing_method") or ev_extra.get("timing_method")),
         warnings=_warnings(ev_extra, perf_extra),
+        decided_by=decided_by(corr, status),
+        samples=_samples(perf_extra),
     )
     if roofline is not None and latency:
         figures = roofline.figures(axes, latency, cost=perf_extra.get("cost"))
@@ -130,7 +141,11 @@ def row_from_trace(trace: Any, roofline: RooflineView | None = None) -> Workload
 
 
 def failure_reason(status: str, log: str | None, extra: dict[str, Any]) -> str:
-    """One line saying why a workload failed: the engine's own message, else the log's error line."""
+    """One line saying why a workload failed: the engine's own message, else the log's error line
+    (a reference that was too slow or failed is named as the reference's, not the solution's)."""
+    blamed = reason_for(status, log)
+    if blamed is not None:
+        return blamed
     for key in ("reason", "message", "error"):
         text = extra.get(key)
         if isinstance(text, str) and text.strip():
@@ -196,6 +211,14 @@ def _spread(extra: dict[str, Any]) -> Spread | None:
     if all(v is None for v in found.values()):
         return None
     return Spread(**found)
+
+
+def _samples(extra: dict[str, Any]) -> int | None:
+    """Timed calls behind the latency: iterations x trials, when the engine recorded them."""
+    iterations, trials = extra.get("iterations"), extra.get("num_trials")
+    if isinstance(iterations, int) and isinstance(trials, int):
+        return iterations * trials
+    return None
 
 
 def _warnings(*extras: dict[str, Any]) -> list[str]:

@@ -102,7 +102,18 @@ def test_load_local_merges_datasets_and_checks_solutions(tmp_path, dataset_write
     clash["sources"][0]["content"] += "# changed\n"
     clash_file = tmp_path / "clash.json"
     clash_file.write_text(json.dumps(clash))
-    with pytest.raises(FibError, match="'fast' is already in the dataset with other sources"):
+    # An edited solution file replaces the copy a previous run stored (same name, same author).
+    ts = load_local([a, clash_file], persist_solutions=True)
+    fast = [s for s in ts.solutions["vec_scale_f32"] if s.name == "fast"]
+    assert len(fast) == 1 and fast[0].sources[0].content.endswith("# changed\n")
+    stored = next((a / "solutions").rglob("fast.json"))
+    assert json.loads(stored.read_text())["sources"][0]["content"].endswith("# changed\n")
+    assert len(list((a / "solutions").rglob("fast.json"))) == 1
+    # Under another author it would be filed twice: refused, naming the copy to remove.
+    clash["author"] = "someone else"
+    clash["sources"][0]["content"] += "# again\n"
+    clash_file.write_text(json.dumps(clash))
+    with pytest.raises(FibError, match=f"already in the dataset at {stored}.*remove that file"):
         load_local([a, clash_file], persist_solutions=False)
     clash["definition"] = "unknown_def"
     clash_file.write_text(json.dumps(clash))
