@@ -83,8 +83,11 @@ class ConfigError(FibError):
     """config.toml (or a CLI flag) holds a value the kit cannot use."""
 
 
-class BuildError(FibError):
-    """A solution could not be built; the message carries the compiler's own error lines."""
+class BuildError(FibError, RuntimeError):
+    """A solution could not be built; the message carries the compiler's own error lines.
+
+    Also a ``RuntimeError``, as the organizers' ``compile.BuildError`` is.
+    """
 
 
 class SignatureError(FibError):

@@ -8,6 +8,11 @@ Public API (other packages and launchers rely on these names)::
         traces = bench.run_all(dump_traces=True, resume=False)          # list[Trace]
         traces = bench.run_solution(solution, workloads=None, on_event=cb)  # list[Trace]
 
+The organizers' reference-listing form works too (:mod:`.benchmark`): ``bench =
+Benchmark(trace_set, log_level="INFO"); bench.run(config); bench.flush()`` or
+``results = bench.evaluate(config)`` (a TraceSet). Their runner shapes are in :mod:`.runner`
+(``Runner``, ``BaselineHandle``...) and :mod:`.runners.mp_runner` (``MultiProcessRunner``).
+
 - ``BenchmarkConfig`` (frozen dataclass, :mod:`.config`): warmup_runs=10, iterations=50,
   num_trials=3, atol/rtol/required_matched_ratio=None (None = the definition's default),
   timeout_seconds=300, isolated=False, device="auto"|"cuda"|"cpu", seed=0,
@@ -72,7 +77,7 @@ __all__ = [
 ]
 
 _LAZY = {
-    "Benchmark": "fib_core.bench.runner",
+    "Benchmark": "fib_core.bench.benchmark",
     "CheckResult": "fib_core.bench.check",
     "Tolerance": "fib_core.bench.check",
     "check_outputs": "fib_core.bench.check",

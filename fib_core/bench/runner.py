@@ -25,6 +25,13 @@ from fib_core.bench.events import (
 )
 from fib_core.bench.pool import WorkerDied, WorkerHandle, default_log_dir
 from fib_core.bench.protocol import EvalResult, EvalTask
+
+# The organizers' runner names live in this module's namespace too (see runner_api).
+from fib_core.bench.runner_api import BaselineHandle as BaselineHandle
+from fib_core.bench.runner_api import DeviceBaseline as DeviceBaseline
+from fib_core.bench.runner_api import Runner as Runner
+from fib_core.bench.runner_api import RunnerError as RunnerError
+from fib_core.bench.runner_api import RunnerFatalError as RunnerFatalError
 from fib_core.bench.traces import finished_pairs, is_finished, make_trace
 from fib_core.errors import FibError
 

@@ -341,3 +341,24 @@ _TIMERS: dict[str, Callable[..., tuple[list[float], str | None]]] = {
     "profiler": _time_profiler,
     "cupti": _time_cupti,
 }
+
+
+def time_runnable(fn: Any, inputs: dict, warmup: int, iters: int, device: str) -> float:
+    """Latency in ms of ``fn(**inputs)`` (the organizers' helper), measured by :func:`measure`.
+
+    One trial of ``iters`` calls after ``warmup`` untimed ones, with the best method available
+    on ``device`` (the profiler span on a GPU, wall-clock on CPU) and the L2 flushed before
+    each call; returns the trial's median. Example: ``time_runnable(runnable, {"x": x}, 3, 10,
+    "cuda:0")``.
+    """
+    method, _ = choose_method("auto", device.split(":")[0])
+    result = measure(
+        lambda _i: fn(**inputs),
+        lambda _i: None,
+        device=device,
+        method=method,
+        warmup=warmup,
+        iterations=iters,
+        trials=1,
+    )
+    return result.latency_ms

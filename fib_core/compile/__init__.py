@@ -65,23 +65,36 @@ unwritable cache folder is a BuildError naming the folder and ``FIB_CACHE_DIR``.
 Triton solutions are not compiled here and use a private temporary folder instead.
 
 ``Runnable``: ``fn`` (raw function), ``dps``, ``definition``, ``solution``, ``meta`` (builder,
-``build_dir``, ``cached``, ``archs``...), ``__call__(*args)`` (raw call), ``run(inputs,
+``build_dir``, ``cached``, ``archs``...), ``__call__(*args)`` (raw call), ``__call__(**inputs)``
+(by name; returns the output, or a tuple of them, in either style), ``run(inputs,
 outputs=None) -> tuple``, ``close()`` (releases the module; deletes private build folders,
 keeps the cache).
+
+The organizers' spellings, over the same ``build``: ``get_registry().build(definition,
+solution)`` / ``.build_reference(definition)``, the builder classes ``PythonBuilder``,
+``TritonBuilder``, ``CUDABuilder`` in :mod:`.builders` (``can_build``, ``build(definition,
+solution)``, ``clear_cache``), and ``Builder`` (their abstract base, :mod:`.builder`). The
+back-end protocol that ``register_builder`` takes is :class:`.builders.base.Builder`.
 """
 
 from __future__ import annotations
 
+from fib_core.errors import BuildError
+
 from .arch import CudaArch, parse_cuda_arch, resolve_cuda_arch
 from .build import build
-from .builders.base import Builder, Built, find_builder, register_builder
+from .builder import Builder
+from .builders.base import Built, find_builder, register_builder
 from .options import BuildOptions, default_cache_dir
+from .registry import BuilderRegistry, get_registry
 from .runnable import Runnable
 from .signature import check_signature
 
 __all__ = [
+    "BuildError",
     "BuildOptions",
     "Builder",
+    "BuilderRegistry",
     "Built",
     "CudaArch",
     "Runnable",
@@ -89,6 +102,7 @@ __all__ = [
     "check_signature",
     "default_cache_dir",
     "find_builder",
+    "get_registry",
     "parse_cuda_arch",
     "register_builder",
     "resolve_cuda_arch",

@@ -1,6 +1,8 @@
 """The FlashInfer-Trace data model: definitions, workloads, solutions, traces, and TraceSet.
 
 Importing this package never imports torch; only blob and dtype helpers do, when called.
+The organizers' spellings (``load_json_file``, ``save_jsonl_file``, ``from_json``...) are the
+same readers and writers under their names: see :mod:`.json_codec`.
 """
 
 from __future__ import annotations
@@ -8,6 +10,14 @@ from __future__ import annotations
 from .definition import AxisConst, AxisVar, Definition, TensorSpec
 from .dtypes import DTYPE_NAMES, dtype_name, torch_dtype
 from .errors import BaselineError, DatasetError, DatasetNotFoundError, UnknownDefinitionError
+from .json_codec import (
+    from_json,
+    load_json_file,
+    load_jsonl_file,
+    save_json_file,
+    save_jsonl_file,
+    to_json,
+)
 from .json_io import (
     TruncatedRecordWarning,
     append_jsonl,
@@ -20,6 +30,8 @@ from .solution import BuildSpec, Solution, SourceFile, SupportedLanguages
 from .trace import Correctness, Environment, Evaluation, EvaluationStatus, Performance, Trace
 from .traceset import TraceSet, default_dataset_root
 from .workload import InputSpec, RandomInput, SafetensorsInput, ScalarInput, Workload
+
+InputDesc = InputSpec  # the organizers' name of the input-kind union
 
 __all__ = [
     "DTYPE_NAMES",
@@ -34,6 +46,7 @@ __all__ = [
     "Environment",
     "Evaluation",
     "EvaluationStatus",
+    "InputDesc",
     "InputSpec",
     "Performance",
     "RandomInput",
@@ -53,7 +66,13 @@ __all__ = [
     "dtype_name",
     "dump_json",
     "dump_jsonl",
+    "from_json",
     "load_json",
+    "load_json_file",
     "load_jsonl",
+    "load_jsonl_file",
+    "save_json_file",
+    "save_jsonl_file",
+    "to_json",
     "torch_dtype",
 ]

@@ -400,6 +400,38 @@ class Definition:
         """sha256 of the canonical JSON: any change to the contract or reference changes it."""
         return _hash_json(self.to_dict())
 
+    # --- the organizers' spellings of the helpers above (same results) -----------------------
+
+    def get_const_axes(self) -> dict[str, int]:
+        """Const axis -> value (same as :attr:`const_axes`)."""
+        return self.const_axes
+
+    def get_var_axes(self) -> list[str]:
+        """Names of the var axes, in declaration order (same as :attr:`var_axes`)."""
+        return self.var_axes
+
+    @property
+    def get_var_axes_bindings(self) -> dict[str, tuple[str, int]]:
+        """Var axis -> (input name, dim) (same as :attr:`var_axis_bindings`).
+
+        An attribute, not a method, as in the organizers' API: ``d.get_var_axes_bindings``.
+        """
+        return self.var_axis_bindings
+
+    def get_input_shapes(self, var_values: dict[str, int] | None = None) -> dict[str, list[int] | None]:
+        """Input shapes as lists for these var-axis values (:meth:`input_shapes`, None = {})."""
+        return _as_lists(self.input_shapes(var_values or {}))
+
+    def get_output_shapes(
+        self, var_values: dict[str, int] | None = None
+    ) -> dict[str, list[int] | None]:
+        """Output shapes as lists for these var-axis values (:meth:`output_shapes`, None = {})."""
+        return _as_lists(self.output_shapes(var_values or {}))
+
+
+def _as_lists(shapes: dict[str, tuple[int, ...] | None]) -> dict[str, list[int] | None]:
+    return {name: None if shape is None else list(shape) for name, shape in shapes.items()}
+
 
 def _tensors_from_dict(raw: Any, group: str) -> dict[str, TensorSpec]:
     s.as_object(raw, group)

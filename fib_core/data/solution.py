@@ -244,6 +244,20 @@ class Solution:
                 return src
         return None
 
+    # --- the organizers' spellings --------------------------------------------------------------
+
+    def get_entry_source(self) -> SourceFile | None:
+        """The source file holding the entry point (``spec.entry_file``), None if absent."""
+        return self.get_source(self.spec.entry_file)
+
+    def requires_build(self) -> bool:
+        """True for compiled languages (cuda, cpp); Python and Triton sources are imported."""
+        return str(getattr(self.spec.language, "value", self.spec.language)) in ("cuda", "cpp")
+
+    def to_json(self) -> str:
+        """The solution as indented JSON text (the file format)."""
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
+
     def hash(self) -> str:
         """sha256 hex of the canonical JSON of what the build and the call depend on.
 

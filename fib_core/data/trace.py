@@ -14,7 +14,22 @@ from typing import Any, ClassVar
 from fib_core.errors import SchemaError
 
 from . import _schema as s
-from .workload import Workload
+from .workload import RandomInput, SafetensorsInput, ScalarInput, Workload
+
+# The organizers' module layout has the input kinds in ``data.trace``; they live in .workload.
+__all__ = [
+    "Correctness",
+    "Environment",
+    "Evaluation",
+    "EvaluationStatus",
+    "ParseCache",
+    "Performance",
+    "RandomInput",
+    "SafetensorsInput",
+    "ScalarInput",
+    "Trace",
+    "Workload",
+]
 
 
 class EvaluationStatus(StrEnum):
@@ -283,7 +298,12 @@ class Trace:
         """True for a bare workload record (no solution, no evaluation)."""
         return self.solution is None and self.evaluation is None
 
+    def is_workload(self) -> bool:
+        """The organizers' name of :meth:`is_workload_trace`."""
+        return self.is_workload_trace()
+
     def is_successful(self) -> bool:
+        """True when the evaluation passed (a workload record is not successful)."""
         return self.evaluation is not None and self.evaluation.passed
 
     @classmethod

@@ -1,0 +1,1 @@
+"""Runner implementations with the organizers' shapes (:mod:`.mp_runner`)."""
