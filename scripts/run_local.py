@@ -7,6 +7,7 @@
     python scripts/run_local.py --compare best        # ... since the best recorded run
     python scripts/run_local.py --html report.html    # also an HTML report with plots
     python scripts/run_local.py --cross-check         # every GPU timer on each workload
+    python scripts/run_local.py --contest             # exactly the organizers' settings
 
 Every run is recorded in runs/ledger.jsonl of the fork (scripts/history.py lists them).
 
@@ -63,6 +64,11 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions]:
         help="one process per workload, as the organizers grade",
     )
     p.add_argument("--device", choices=["cuda", "cpu"])
+    p.add_argument(
+        "--contest",
+        action="store_true",
+        help="exactly the organizers' settings for this definition (isolated, their counts)",
+    )
     p.add_argument("--json", type=Path, dest="json_path", help="write machine-readable results")
     p.add_argument(
         "--compare",
@@ -102,6 +108,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions]:
         cross_check=a.cross_check,
         ledger=not a.no_ledger,
         wide=a.wide,
+        contest=a.contest,
     )
     return a.config, opts
 
@@ -128,11 +135,16 @@ def main() -> int:
     ws = open_workspace(config_path)
     solution = ws.pack()
     opts.source_dir = display_path(ws.cfg.source_dir)
+    request = make_request(ws.cfg, solution, opts)
+    mode = ""
+    if opts.contest:
+        from fib_core.bench.eval_settings import eval_settings
+
+        mode = f" · contest settings: {eval_settings(ws.definition.name).describe_contest()}"
     console.print(
         f"[bold]{solution.name}[/] → {ws.definition.name}  "
-        f"(dataset: {'embedded default' if ws.embedded else ws.dataset_path})"
+        f"(dataset: {'embedded default' if ws.embedded else ws.dataset_path}){mode}"
     )
-    request = make_request(ws.cfg, solution, opts)
     request.dataset_path = str(ws.dataset_path)
     opts.recording = RunRecording.for_run(
         ws.cfg.root,

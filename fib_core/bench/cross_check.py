@@ -155,13 +155,14 @@ def cross_check_shard(
     import concurrent.futures
     import multiprocessing
 
+    settings = {**getattr(request, "defaults", {}), **request.engine}
     job = {
         "solution": request.solution,
         "definition": request.definition,
         "build": dict(request.build),
-        "seed": int(request.engine.get("seed", 0)),
-        "warmup": min(int(request.engine.get("warmup_runs", DEFAULT_WARMUP)), 10),
-        "iterations": int(request.engine.get("iterations", DEFAULT_ITERATIONS)),
+        "seed": int(settings.get("seed", 0)),
+        "warmup": min(int(settings.get("warmup_runs", DEFAULT_WARMUP)), 10),
+        "iterations": int(settings.get("iterations", DEFAULT_ITERATIONS)),
         "dataset_path": str(dataset_path),
         "workloads": [t.workload.to_dict() for t in workload_traces],
     }

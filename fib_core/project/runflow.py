@@ -93,6 +93,7 @@ class RunOptions:
     recording: RunRecording | None = None  # built by the launcher from the four fields above
     wide: bool = False  # every table column, however wide the terminal
     source_dir: str | None = None  # the solution's folder, for tracebacks (solution/triton)
+    contest: bool = False  # exactly the organizers' settings for the definition
 
 
 @dataclass
@@ -110,6 +111,9 @@ class RunRequest:
     shard: int = 0
     num_shards: int = 1
     cross_check: bool = False  # also time each workload with every timer (GPU only)
+    # The definition's evaluation settings (fib_core.bench.eval_settings), below ``engine``.
+    defaults: dict[str, Any] = field(default_factory=dict)
+    contest: bool = False
 
     def for_shard(self, index: int, count: int) -> RunRequest:
         return RunRequest(**{**asdict(self), "shard": index, "num_shards": count})
@@ -145,17 +149,37 @@ def engine_settings(cfg: KitConfig, opts: RunOptions) -> dict[str, Any]:
 
 
 def make_request(cfg: KitConfig, solution: Solution, opts: RunOptions) -> RunRequest:
-    """The request for ``solution``, with the workload filter from the CLI or config.toml."""
+    """The request for ``solution``, with the workload filter from the CLI or config.toml.
+
+    The definition's evaluation settings are the defaults; config.toml and flags override
+    them. With ``opts.contest`` only the organizers' settings apply (a flag that would change
+    them is refused, config.toml's are ignored)."""
+    from fib_core.bench.eval_settings import eval_settings
+
     filters = opts.workloads if opts.workloads is not None else cfg.benchmark.workloads
+    settings = eval_settings(cfg.solution.definition)
+    if opts.contest:
+        clashing = [key for key in _CONFIG_TO_ENGINE if key != "seed" and getattr(opts, key) is not None]
+        if clashing:
+            flag = "--" + clashing[0].replace("_", "-")
+            raise ConfigError(f"{flag} changes the organizers' settings that --contest runs; "
+                              "drop one of the two")
+        defaults = settings.contest_fields()
+        engine = {"seed": opts.seed} if opts.seed is not None else {}
+    else:
+        defaults = settings.local_fields()
+        engine = engine_settings(cfg, opts)
     return RunRequest(
         solution=solution.to_dict(),
         definition=cfg.solution.definition,
         filters=list(filters) if filters else None,
         quick=opts.quick,
-        engine=engine_settings(cfg, opts),
+        engine=engine,
         build=build_settings(cfg),
         device=opts.device,
         cross_check=opts.cross_check,
+        defaults=defaults,
+        contest=opts.contest,
     )
 
 
@@ -203,6 +227,16 @@ def select_for(request: RunRequest, trace_set: Any, device: str) -> list[Trace]:
     )
 
 
+def engine_for(request: RunRequest, device: str) -> dict[str, Any]:
+    """BenchmarkConfig fields for ``request`` on ``device``: the definition's settings, then
+    (on CPU) the smoke-run counts, then what config.toml and the flags set."""
+    engine = dict(request.defaults)
+    if device == "cpu":  # a smoke run whatever the defaults; explicit settings still win
+        engine.update(CPU_SMOKE_TIMING)
+    engine.update(request.engine)
+    return engine
+
+
 def execute(
     request: RunRequest, on_event: Callable[[Any], None] | None = None
 ) -> ShardResult:
@@ -221,10 +255,7 @@ def execute(
     from fib_core.project.dataset_checks import check_blobs
 
     check_blobs(trace_set, request.definition, [t.workload for t in mine])
-    engine = dict(request.engine)
-    if device == "cpu":
-        for key, value in CPU_SMOKE_TIMING.items():
-            engine.setdefault(key, value)
+    engine = engine_for(request, device)
     from fib_core.compile import BuildOptions
 
     config = BenchmarkConfig(device=device, build_options=BuildOptions(**request.build), **engine)

@@ -1,0 +1,174 @@
+"""Per-definition evaluation settings: how the organizers grade it, and how a local run differs.
+
+One TOML file per definition under ``fib_core/dataset/eval_settings/<definition>.toml``:
+
+- ``[contest]``: the organizers' flags for that definition (warmup, iterations, trials,
+  timeout, isolation, timing method, tolerances). ``run_local.py --contest`` runs exactly these.
+- ``[local]``: what an everyday local run changes for turnaround (a persistent worker instead
+  of one process per workload); every key not listed is the contest's. These are the kit's
+  defaults; ``config.toml`` ``[benchmark]`` and command-line flags override them as before.
+- ``[reference]``: ``timed_calls``, how many reference calls (the ones that produce the first
+  input sets' outputs) are timed with the definition's own reference for its latency; the
+  first of them warms up. Other sets may come from a faster reference of the same arithmetic.
+
+A definition without a file (a user's own dataset) gets the organizers' generic defaults.
+Keys use the ``config.toml`` names; :func:`engine_fields` maps them to ``BenchmarkConfig``.
+
+Example::
+
+    from fib_core.bench.eval_settings import eval_settings
+    s = eval_settings("gdn_prefill_qk4_v8_d128_k_last")
+    s.local_fields()    # {'warmup_runs': 1, 'iterations': 5, 'num_trials': 3, ...}
+    s.contest_fields()  # the organizers' settings, tolerances included
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from fib_core.errors import ConfigError
+
+SETTINGS_DIR = Path(__file__).resolve().parents[1] / "dataset" / "eval_settings"
+
+# config.toml / settings-file key -> BenchmarkConfig field, with the accepted types.
+KEY_TO_FIELD: dict[str, str] = {
+    "warmup": "warmup_runs",
+    "iterations": "iterations",
+    "trials": "num_trials",
+    "timeout": "timeout_seconds",
+    "isolated": "isolated",
+    "timing_method": "timing_method",
+    "atol": "atol",
+    "rtol": "rtol",
+    "required_matched_ratio": "required_matched_ratio",
+}
+_TYPES: dict[str, tuple[type, ...]] = {
+    "warmup": (int,),
+    "iterations": (int,),
+    "trials": (int,),
+    "timeout": (int, float),
+    "isolated": (bool,),
+    "timing_method": (str,),
+    "atol": (int, float),
+    "rtol": (int, float),
+    "required_matched_ratio": (int, float),
+}
+# The organizers' defaults (their CLI's), used for a definition without a settings file.
+ORGANIZER_DEFAULTS: dict[str, Any] = {
+    "warmup": 10,
+    "iterations": 50,
+    "trials": 3,
+    "timeout": 300,
+    "isolated": True,
+    "timing_method": "cupti",
+}
+# Their correctness defaults (an element fails beyond both; every element must match).
+ORGANIZER_TOLERANCE: dict[str, float] = {"atol": 1e-2, "rtol": 1e-2, "required_matched_ratio": 1.0}
+LOCAL_DEFAULTS: dict[str, Any] = {"isolated": False, "timing_method": "auto"}
+DEFAULT_TIMED_CALLS = 10
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """One definition's settings, in config.toml key names (see the module docstring)."""
+
+    definition: str
+    contest: dict[str, Any]
+    local: dict[str, Any]
+    reference_timed_calls: int = DEFAULT_TIMED_CALLS
+    source: Path | None = None
+
+    def local_fields(self) -> dict[str, Any]:
+        """BenchmarkConfig fields of an everyday local run: the contest's, then ``[local]``.
+
+        Tolerances are left out: the engine applies the contest's by definition name (see
+        :func:`contest_tolerance`), below a definition's own ``"tolerance"`` key."""
+        merged = {
+            k: v for k, v in {**self.contest, **self.local}.items() if k not in ORGANIZER_TOLERANCE
+        }
+        return engine_fields(merged)
+
+    def contest_fields(self) -> dict[str, Any]:
+        """BenchmarkConfig fields of an organizers' run: their counts, isolation, timeout,
+        timer and every tolerance (their defaults where the file sets none)."""
+        return engine_fields({**ORGANIZER_TOLERANCE, **self.contest})
+
+    def describe_contest(self) -> str:
+        """One line for a run title, e.g. 'isolated, warmup 1, 5 iterations x 3 trials, ...'."""
+        c = {**ORGANIZER_TOLERANCE, **self.contest}
+        parts = [
+            "isolated" if c.get("isolated") else "persistent worker",
+            f"warmup {c['warmup']}",
+            f"{c['iterations']} iterations x {c['trials']} trials",
+            f"timeout {c['timeout']:g} s",
+            f"timer {c['timing_method']}",
+            f"atol {c['atol']:g} rtol {c['rtol']:g} matched {c['required_matched_ratio']:g}",
+        ]
+        return ", ".join(parts)
+
+
+def engine_fields(values: dict[str, Any]) -> dict[str, Any]:
+    """config.toml-named keys -> BenchmarkConfig field names (unknown keys are an error)."""
+    out = {}
+    for key, value in values.items():
+        if key not in KEY_TO_FIELD:
+            raise ConfigError(f"evaluation settings: unknown key {key!r}")
+        out[KEY_TO_FIELD[key]] = float(value) if key == "timeout" else value
+    return out
+
+
+def eval_settings(definition_name: str, folder: Path | None = None) -> EvalSettings:
+    """The settings of ``definition_name`` (its file in ``folder``, default the kit's own)."""
+    return _load(definition_name, str(folder or SETTINGS_DIR))
+
+
+def contest_tolerance(definition_name: str) -> dict[str, float]:
+    """The tolerances the organizers pass for this definition (empty when they use defaults)."""
+    s = eval_settings(definition_name)
+    return {k: float(s.contest[k]) for k in ORGANIZER_TOLERANCE if k in s.contest}
+
+
+@lru_cache(maxsize=64)
+def _load(definition_name: str, folder: str) -> EvalSettings:
+    path = Path(folder) / f"{definition_name}.toml"
+    if not path.is_file():
+        return EvalSettings(definition_name, dict(ORGANIZER_DEFAULTS), dict(LOCAL_DEFAULTS))
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        raise ConfigError(f"{path}: not a readable TOML file ({err}); fix or delete it") from None
+    unknown = sorted(set(data) - {"contest", "local", "reference"})
+    if unknown:
+        raise ConfigError(
+            f"{path}: unknown section [{unknown[0]}]; expected [contest], [local], [reference]"
+        )
+    contest = {**ORGANIZER_DEFAULTS, **_section(path, data, "contest")}
+    local = {**LOCAL_DEFAULTS, **_section(path, data, "local")}
+    ref = data.get("reference", {})
+    if not isinstance(ref, dict) or set(ref) - {"timed_calls"}:
+        raise ConfigError(f"{path}: [reference] takes only timed_calls (a whole number >= 1)")
+    timed = ref.get("timed_calls", DEFAULT_TIMED_CALLS)
+    if not isinstance(timed, int) or isinstance(timed, bool) or timed < 1:
+        raise ConfigError(
+            f"{path}: [reference] timed_calls = {timed!r}; expected a whole number >= 1"
+        )
+    return EvalSettings(definition_name, contest, local, timed, path)
+
+
+def _section(path: Path, data: dict[str, Any], name: str) -> dict[str, Any]:
+    table = data.get(name, {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [{name}] must be a table of keys")
+    for key, value in table.items():
+        types = _TYPES.get(key)
+        if types is None:
+            raise ConfigError(
+                f"{path}: [{name}] unknown key {key!r}; expected one of {', '.join(_TYPES)}"
+            )
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise ConfigError(f"{path}: [{name}] {key} = {value!r} has the wrong type")
+    return dict(table)

@@ -1,0 +1,123 @@
+"""Per-definition evaluation settings: the organizers' flags as data, layered under config/CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fib_core.bench.config import BenchmarkConfig
+from fib_core.bench.eval_settings import SETTINGS_DIR, eval_settings
+from fib_core.errors import ConfigError
+from fib_core.project.config import config_from_dict
+from fib_core.project.runflow import RunOptions, engine_for, make_request
+
+PREFILL = "gdn_prefill_qk4_v8_d128_k_last"
+DECODE = "gdn_decode_qk4_v8_d128_k_last"
+MOE = "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048"
+
+
+def kit_config(definition: str, benchmark: dict | None = None):
+    data = {
+        "solution": {"name": "s", "definition": definition, "author": "a"},
+        "build": {"language": "triton", "entry_point": "kernel.py::run"},
+        "benchmark": benchmark or {},
+    }
+    return config_from_dict(data, Path("config.toml"))
+
+
+class _Solution:
+    def to_dict(self) -> dict:
+        return {"name": "s"}
+
+
+def test_every_embedded_definition_has_a_valid_file() -> None:
+    from fib_core.dataset.embedded import DEFINITIONS_DIR
+
+    names = {p.stem for p in SETTINGS_DIR.glob("*.toml")}
+    assert names == {p.stem for p in DEFINITIONS_DIR.glob("*/*.json")}
+    for name in names:
+        s = eval_settings(name)
+        assert s.source is not None
+        BenchmarkConfig(**s.contest_fields())  # every value passes the engine's validation
+        BenchmarkConfig(**s.local_fields())
+
+
+def test_prefill_uses_the_organizers_counts_locally_and_isolation_only_in_contest() -> None:
+    s = eval_settings(PREFILL)
+    local, contest = s.local_fields(), s.contest_fields()
+    assert (local["warmup_runs"], local["iterations"], local["num_trials"]) == (1, 5, 3)
+    assert local["isolated"] is False and contest["isolated"] is True
+    assert contest["timing_method"] == "cupti" and contest["timeout_seconds"] == 300.0
+    assert contest["atol"] == 0.01 and contest["required_matched_ratio"] == 1.0
+    assert s.reference_timed_calls == 2
+    decode = eval_settings(DECODE).local_fields()
+    assert (decode["warmup_runs"], decode["iterations"], decode["num_trials"]) == (10, 50, 3)
+
+
+def test_moe_contest_tolerance_comes_from_its_file() -> None:
+    from fib_core.bench.check import resolve_tolerance
+    from fib_core.data.definition import Definition
+
+    contest = eval_settings(MOE).contest_fields()
+    assert (contest["atol"], contest["rtol"], contest["required_matched_ratio"]) == (1.0, 0.3, 0.9)
+    definition = Definition.from_dict(
+        {
+            "name": MOE,
+            "op_type": "moe",
+            "axes": {},
+            "inputs": {},
+            "outputs": {},
+            "reference": "def run():\n    pass\n",
+        }
+    )
+    tol = resolve_tolerance(definition, BenchmarkConfig())
+    assert (tol.atol, tol.rtol, tol.required_matched_ratio) == (1.0, 0.3, 0.9)
+    assert tol.sources["atol"] == "contest"
+
+
+def test_unknown_definition_gets_the_organizers_defaults(tmp_path: Path) -> None:
+    s = eval_settings("my_own_definition", tmp_path)
+    assert s.source is None
+    assert s.contest_fields()["iterations"] == 50 and s.local_fields()["isolated"] is False
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("[contest]\niterations = 'five'\n", "iterations"),
+        ("[contest]\nwarmups = 1\n", "warmups"),
+        ("[grading]\nwarmup = 1\n", "[grading]"),
+        ("[reference]\ntimed_calls = 0\n", "timed_calls"),
+        ("[contest\n", "TOML"),
+    ],
+)
+def test_a_broken_settings_file_is_one_line_naming_it(
+    tmp_path: Path, text: str, needle: str
+) -> None:
+    (tmp_path / "broken_def.toml").write_text(text)
+    with pytest.raises(ConfigError) as info:
+        eval_settings("broken_def", tmp_path)
+    message = str(info.value)
+    assert "broken_def.toml" in message and needle in message and "\n" not in message
+
+
+def test_config_and_flags_override_the_definition_defaults() -> None:
+    cfg = kit_config(PREFILL, {"iterations": 20})
+    request = make_request(cfg, _Solution(), RunOptions(warmup=3))
+    engine = engine_for(request, "cuda")
+    assert engine["iterations"] == 20 and engine["warmup_runs"] == 3
+    assert engine["num_trials"] == 3 and engine["isolated"] is False
+    # a CPU run stays a smoke run, but what the user set still wins
+    cpu = engine_for(request, "cpu")
+    assert cpu["iterations"] == 20 and cpu["num_trials"] == 1
+
+
+def test_contest_ignores_config_and_refuses_clashing_flags() -> None:
+    cfg = kit_config(PREFILL, {"iterations": 20, "isolated": False})
+    request = make_request(cfg, _Solution(), RunOptions(contest=True, seed=7))
+    engine = engine_for(request, "cuda")
+    assert (engine["warmup_runs"], engine["iterations"], engine["num_trials"]) == (1, 5, 3)
+    assert engine["isolated"] is True and engine["seed"] == 7 and request.contest
+    with pytest.raises(ConfigError, match="--iterations"):
+        make_request(cfg, _Solution(), RunOptions(contest=True, iterations=9))
