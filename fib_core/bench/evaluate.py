@@ -15,6 +15,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from fib_core.bench.check import (
 from fib_core.bench.config import BenchmarkConfig
 from fib_core.bench.environment import EnvironmentInfo
 from fib_core.bench.inputs import generate_inputs
+from fib_core.bench.phases import PhaseClock
 from fib_core.bench.protocol import EvalResult, EvalTask
 from fib_core.bench.reference import (
     ReferenceCache,
@@ -38,14 +40,11 @@ from fib_core.bench.reference import (
     load_reference,
     reference_outputs,
 )
+from fib_core.bench.reference_sets import timed_set_order
 from fib_core.bench.timing import WALL_CLOCK_LABEL, L2Flusher, choose_method, measure
 from fib_core.errors import BuildError, FibError, SignatureError
 
 TRACEBACK_LINES = 25
-# Reference timing: one trial of at most this many calls (after as many warm-ups); see
-# Evaluator._reference_latency for why.
-REFERENCE_MAX_WARMUP = 2
-REFERENCE_MAX_ITERATIONS = 10
 # Distinct input sets made for timing at most (one per timed call when memory allows).
 MAX_INPUT_SETS = 256
 PhaseFn = Callable[[str], None]
@@ -70,6 +69,8 @@ class _Prepared:
     axes: dict[str, int]  # the workload's var-axis values
     notes: list[str] = field(default_factory=list)
     compute_ref: Callable[[int], list] | None = None  # reference of set k, on demand
+    # (latency ms, extra) of the reference, from the calls that produced ``refs`` (or cached)
+    ref_latency: tuple[float, dict] | None = None
 
     def ref(self, k: int) -> list:
         """Reference outputs of input set ``k`` (the timed-only sets' are computed on demand)."""
@@ -114,13 +115,18 @@ class Evaluator:
         if self.env.clocks:
             extra["clocks"] = dict(self.env.clocks)
         started = time.perf_counter()
+        outer_phase, phases = self.phase, PhaseClock(started)
+        self.phase = lambda name: (phases.enter(name), outer_phase(name))
         try:
             result = self._evaluate(definition, solution, workload, cfg, task, extra)
         except _Failed as failed:
             corr = failed.correctness.to_dict() if failed.correctness is not None else None
             result = EvalResult(task.task_id, failed.status, failed.log, corr, None, extra,
                                 failed.fatal)
+        finally:
+            self.phase = outer_phase
         extra["harness_seconds"] = round(time.perf_counter() - started, 3)
+        extra["phase_seconds"] = phases.finish()
         if not extra["warnings"]:
             extra.pop("warnings")
         return result
@@ -197,29 +203,96 @@ class Evaluator:
         if failed:
             notes.append("workload violates constraint(s): " + "; ".join(failed))
 
-        def compute_ref(k: int, cache: bool = False) -> list:
-            try:
+        def compute_ref(k: int) -> list:
+            with self._reference_errors():
                 out, _ = reference_outputs(definition, workload, sets[k], seed=cfg.seed,
                                            device=self.device, input_set=k,
-                                           cache=self.ref_cache if cache else None)
-            except FibError as err:
-                raise _Failed("RUNTIME_ERROR", f"reference: {err}") from None
-            except Exception:
-                raise _Failed("RUNTIME_ERROR", "reference failed (not the solution's fault):\n"
-                              + _tail(traceback.format_exc()), fatal=self._cuda_broken()) from None
+                                           cache=self.ref_cache)
             return out
 
         self.phase("reference")
-        # The first sets (checked before timing, reused by every run) go through the disk cache;
-        # the sets only timed get a reference when a re-check samples them, in memory only.
-        refs = {k: compute_ref(k, cache=True) for k in range(min(len(sets), cfg.num_input_sets))}
+        # Every set a run may check (the checked sets and the re-check pool) goes through the
+        # disk cache; the reference's latency comes from the calls that computed them.
+        with self._reference_errors():
+            refs, latency = self._references(definition, workload, sets, cfg)
         rotating = [
             j for j in range(len(sets[0]))
             if any(s[j] is not sets[0][j] for s in sets[1:])
             and (_is_tensor(sets[0][j]) or any(s[j] != sets[0][j] for s in sets[1:]))
         ]
         return _Prepared(sets, refs, clone_args(sets[0]), rotating, dict(workload.axes), notes,
-                         compute_ref)
+                         compute_ref, latency)
+
+    @contextmanager
+    def _reference_errors(self):
+        """A failing reference is RUNTIME_ERROR naming the reference, not the solution."""
+        try:
+            yield
+        except _Failed:
+            raise
+        except FibError as err:
+            raise _Failed("RUNTIME_ERROR", f"reference: {err}") from None
+        except Exception:
+            raise _Failed("RUNTIME_ERROR", "reference failed (not the solution's fault):\n"
+                          + _tail(traceback.format_exc()), fatal=self._cuda_broken()) from None
+
+    def _references(self, definition, workload, sets: list, cfg: BenchmarkConfig):
+        """Reference outputs of the checked sets and the re-check pool (disk-cached), and the
+        reference latency from the calls that computed them (cached per GPU)."""
+        from fib_core.bench.eval_settings import eval_settings
+        from fib_core.bench.reference import fast_reference_for, reference_key, reference_result
+        from fib_core.bench.reference_sets import (
+            REFERENCE_TIMING_VERSION,
+            checked_indices,
+            device_timer,
+            run_references,
+        )
+
+        timed_calls = eval_settings(definition.name).reference_timed_calls
+        timer, method = device_timer(self.kind, self._get_flusher())
+        lat_key = latency_key(definition, workload, seed=cfg.seed, device_kind=self.kind,
+                              hardware=self.env.hardware,
+                              timing={"version": REFERENCE_TIMING_VERSION, "method": method,
+                                      "timed_calls": timed_calls})
+        cached_latency = None
+        if cfg.profile_baseline:
+            cached_latency = self.ref_cache.load_latency(definition, lat_key)
+        exact_fn = load_reference(definition)
+        fast_fn = fast_reference_for(definition.name)
+
+        def key(k: int) -> str:
+            return reference_key(definition, workload, seed=cfg.seed, device_kind=self.kind,
+                                 input_set=k)
+
+        def exact(k: int):
+            args = clone_args(sets[k])
+            return lambda: exact_fn(*args)
+
+        def fast(k: int) -> list:
+            return reference_result(definition, fast_fn(*clone_args(sets[k])),
+                                    "the fast reference")
+
+        run = run_references(
+            checked_indices(len(sets), cfg.num_input_sets, cfg.num_trials),
+            load=lambda k: self.ref_cache.load_outputs(definition, key(k), self.device),
+            store=lambda k, out: self.ref_cache.store_outputs(definition, key(k), out),
+            exact=exact,
+            finish=lambda raw: reference_result(definition, raw),
+            fast=fast if fast_fn is not None else None,
+            timed_calls=timed_calls,
+            need_latency=cfg.profile_baseline and cached_latency is None,
+            timer=timer,
+            method=method,
+        )
+        latency = None
+        if cached_latency is not None:
+            latency = (float(cached_latency["latency_ms"]), {**cached_latency["extra"],
+                                                             "cached": True})
+        elif run.latency_ms is not None:
+            latency = (run.latency_ms, run.latency_extra)
+            self.ref_cache.store_latency(definition, lat_key, {"latency_ms": run.latency_ms,
+                                                               "extra": run.latency_extra})
+        return run.outputs, latency
 
     def _affordable_sets(self, first: Sequence, cfg: BenchmarkConfig, notes: list[str]) -> int:
         """How many input sets to make: the ``num_input_sets`` checked before timing, plus one
@@ -319,13 +392,6 @@ class Evaluator:
         method, notes = choose_method(cfg.timing_method, self.kind)
         outputs = self._new_outputs(definition, prep) if runnable.dps else None
         n_sets = len(prep.sets)
-        # Timed calls start after the sets the correctness checks used, so no call sees an input
-        # content a previous call saw (unless memory allowed fewer sets than calls).
-        offset = min(cfg.num_input_sets, n_sets - 1)
-
-        def set_of(i: int) -> int:
-            return (i + offset) % n_sets
-
         last: list[Any] = [None]
         recopy = list(range(len(prep.working))) if cfg.allow_input_mutation else prep.rotating
 
@@ -338,6 +404,15 @@ class Evaluator:
         sampled = {first + t * cfg.iterations + rng.randrange(max(cfg.iterations - 1, 1))
                    for t in range(cfg.num_trials)}
         kept: dict[int, tuple] = {}
+        # Re-checked calls get the re-check pool's sets (their references are on disk after the
+        # first run); the other calls take fresh sets, so no content repeats when memory allows.
+        last_calls = [first + (t + 1) * cfg.iterations - 1 for t in range(cfg.num_trials)]
+        order = timed_set_order(n_sets, min(cfg.num_input_sets, n_sets),
+                                sorted(set(last_calls) | sampled),
+                                first + cfg.iterations * cfg.num_trials)
+
+        def set_of(i: int) -> int:
+            return order[i]
 
         def prepare(i: int) -> None:
             if i - 1 in sampled and last[0] is not None:
@@ -386,61 +461,11 @@ class Evaluator:
         return result
 
     def _reference_latency(self, definition, workload, prep: _Prepared, cfg: BenchmarkConfig):
-        """Reference latency measured like a solution's (cached per GPU and timing settings).
-
-        A slow reference gets fewer iterations so that a trial stays within
-        ``reference_time_budget_s``; the counts used are recorded.
-        """
-        if not cfg.profile_baseline:
+        """Reference latency: taken from the calls that produced the checked outputs (see
+        :mod:`fib_core.bench.reference_sets`), or cached from the run that made them."""
+        if not cfg.profile_baseline or prep.ref_latency is None:
             return 0.0, {"skipped": True}
-        # The reference is timed with the solution's method, as the organizers time both sides
-        # with one CUPTI span: the speedup is a ratio of like quantities. Under the profiler a
-        # reference's many small launches slow down, so it may read higher than with CUDA
-        # events; benchmarks/bench_reference_timing.py prints both figures on a GPU.
-        method, _ = choose_method(cfg.timing_method, self.kind)
-        settings = {"method": method, "warmup": min(cfg.warmup_runs, REFERENCE_MAX_WARMUP),
-                    "iterations": min(cfg.iterations, REFERENCE_MAX_ITERATIONS),
-                    "trials": 1, "sets": len(prep.sets),
-                    "budget": cfg.reference_time_budget_s}
-        key = latency_key(definition, workload, seed=cfg.seed, device_kind=self.kind,
-                          hardware=self.env.hardware, timing=settings)
-        cached = self.ref_cache.load_latency(definition, key)
-        if cached is not None:
-            return float(cached["latency_ms"]), {**cached["extra"], "cached": True}
-        fn = load_reference(definition)
-        working = clone_args(prep.sets[0])
-        n_sets = len(prep.sets)
-
-        def prepare(i: int) -> None:
-            self._load_set(working, prep.sets[i % n_sets], range(len(working)))
-
-        def call(i: int) -> None:
-            fn(*working)
-
-        t0 = time.perf_counter()
-        call(0)
-        self._sync()
-        one = time.perf_counter() - t0
-        # The reference is a slow, many-kernel Python function whose latency barely varies:
-        # a few timed calls in one trial give its median, with the same method, flush and
-        # input rotation as the solution. Timing it as often as a solution made the first run
-        # of a workload wait seconds on the profiler, not on the GPU.
-        warmup = min(cfg.warmup_runs, REFERENCE_MAX_WARMUP)
-        iterations = min(cfg.iterations, REFERENCE_MAX_ITERATIONS)
-        budget = cfg.reference_time_budget_s
-        if one * (iterations + warmup) > budget:
-            iterations = max(3, min(iterations, int(budget / max(one, 1e-9))))
-        try:
-            result = measure(call, prepare, device=self.device, method=method, warmup=warmup,
-                             iterations=iterations, trials=1,
-                             flusher=self._get_flusher())
-        except Exception:
-            raise _Failed("RUNTIME_ERROR", "timing the reference failed:\n"
-                          + _tail(traceback.format_exc()), fatal=self._cuda_broken()) from None
-        ref_extra = result.to_extra()
-        self.ref_cache.store_latency(definition, key, {"latency_ms": result.latency_ms,
-                                                       "extra": ref_extra})
-        return result.latency_ms, ref_extra
+        return prep.ref_latency
 
     # --- device helpers ----------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ log = logging.getLogger("fib_core.bench")
 # Bump when the way inputs are generated changes: every cached reference becomes stale.
 INPUTS_VERSION = "1"
 _LOADED: dict[str, Callable[..., Any]] = {}
+_FAST: dict[str, Callable[..., Any]] = {}
 
 
 class ReferenceError(FibError):
@@ -86,10 +87,15 @@ def normalise_outputs(definition: Definition, result: Any, who: str) -> list:
 def run_reference(definition: Definition, inputs: Sequence) -> list:
     """Call the reference on clones of the inputs and return its outputs in order."""
     fn = load_reference(definition)
-    outputs = normalise_outputs(definition, fn(*clone_args(inputs)), "the reference")
+    return reference_result(definition, fn(*clone_args(inputs)))
+
+
+def reference_result(definition: Definition, result: Any, who: str = "the reference") -> list:
+    """A reference's return value as the output list, checked against the definition."""
+    outputs = normalise_outputs(definition, result, who)
     if len(outputs) != len(definition.output_names):
         raise ReferenceError(
-            f"definition {definition.name!r}: the reference returned {len(outputs)} output(s), "
+            f"definition {definition.name!r}: {who} returned {len(outputs)} output(s), "
             f"the definition declares {len(definition.output_names)}"
         )
     # A reference that returns the wrong dtype would make every correct solution fail with a
@@ -101,11 +107,35 @@ def run_reference(definition: Definition, inputs: Sequence) -> list:
         got = getattr(value, "dtype", None)
         if got is not None and got != want:
             raise ReferenceError(
-                f"definition {definition.name!r}: the reference returned output {name!r} as "
+                f"definition {definition.name!r}: {who} returned output {name!r} as "
                 f"{got}, the definition declares {definition.outputs[name].dtype}; fix the "
                 "reference (not the solution)"
             )
     return outputs
+
+
+def register_fast_reference(definition_name: str) -> Callable[[Callable], Callable]:
+    """Decorator: a faster ``run`` with the same arithmetic as ``definition_name``'s reference.
+
+    It computes the outputs of the input sets the reference is not timed on (see
+    :mod:`fib_core.bench.reference_sets`); the definition's own reference still gives the
+    latency and the first sets. It must agree with the reference on every shape (a test
+    compares them)."""
+
+    def decorator(fn: Callable) -> Callable:
+        _FAST[definition_name] = fn
+        return fn
+
+    return decorator
+
+
+def fast_reference_for(definition_name: str) -> Callable[..., Any] | None:
+    """The fast reference registered for a definition (the kit's own are imported here)."""
+    try:
+        import fib_core.dataset.fast_references  # noqa: F401 - registers once, on import
+    except ImportError:
+        pass
+    return _FAST.get(definition_name)
 
 
 def reference_key(

@@ -1,0 +1,87 @@
+"""Where a workload's time goes: per-phase wall time in the worker, and a run's breakdown.
+
+The worker's evaluation announces phases (build, inputs, reference, run, timing,
+reference-timing); :class:`PhaseClock` turns those announcements into seconds per phase, kept
+in the trace (``evaluation.extra.phase_seconds``). :func:`harness_breakdown` sums them over a
+run and sets them against the GPU time the measurements themselves account for, which is what
+``run_local.py --profile-harness`` and ``benchmarks/bench_turnaround.py`` print.
+
+Example::
+
+    rows = harness_breakdown(traces)
+    print(format_breakdown(rows, wall_s=12.3))
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+PHASES = ("setup", "build", "inputs", "reference", "run", "timing", "reference-timing")
+
+
+class PhaseClock:
+    """Seconds per phase from a sequence of ``enter(name)`` calls (repeats accumulate)."""
+
+    def __init__(self, started: float | None = None) -> None:
+        self._current = "setup"
+        self._since = time.perf_counter() if started is None else started
+        self._seconds: dict[str, float] = {}
+
+    def enter(self, name: str, now: float | None = None) -> None:
+        now = time.perf_counter() if now is None else now
+        self._seconds[self._current] = self._seconds.get(self._current, 0.0) + now - self._since
+        self._current, self._since = name, now
+
+    def finish(self, now: float | None = None) -> dict[str, float]:
+        """Close the current phase; seconds per phase, rounded to 0.1 ms."""
+        self.enter("done", now)
+        return {k: round(v, 4) for k, v in self._seconds.items() if k != "done"}
+
+
+def _timed_calls(perf: dict[str, Any]) -> int:
+    extra = perf.get("extra") or {}
+    return int(extra.get("warmup_runs", 0)) + int(extra.get("iterations", 0)) * int(
+        extra.get("num_trials", 0)
+    )
+
+
+def harness_breakdown(traces: Iterable[Any]) -> dict[str, float]:
+    """Totals over ``traces`` (Trace objects or dicts): seconds per phase, the worker's total,
+    and ``gpu_solution_s``: the solution's measured latency times the calls made to time it
+    (the part of the run that is the GPU measuring)."""
+    totals: dict[str, float] = {p: 0.0 for p in PHASES}
+    totals.update({"worker_total": 0.0, "gpu_solution_s": 0.0, "workloads": 0})
+    for trace in traces:
+        data = trace.to_dict() if hasattr(trace, "to_dict") else trace
+        evaluation = data.get("evaluation") or {}
+        extra = evaluation.get("extra") or {}
+        totals["workloads"] += 1
+        for name, seconds in (extra.get("phase_seconds") or {}).items():
+            totals[name] = totals.get(name, 0.0) + float(seconds)
+        totals["worker_total"] += float(extra.get("harness_seconds", 0.0))
+        perf = evaluation.get("performance") or {}
+        if perf.get("latency_ms"):
+            totals["gpu_solution_s"] += float(perf["latency_ms"]) * _timed_calls(perf) / 1e3
+    return totals
+
+
+def format_breakdown(totals: dict[str, float], wall_s: float | None = None) -> str:
+    """A small text table of :func:`harness_breakdown`'s totals (and the run's wall time)."""
+    lines = [f"harness breakdown over {int(totals.get('workloads', 0))} workload(s):"]
+    base = wall_s if wall_s else totals.get("worker_total", 0.0)
+    for name, seconds in totals.items():
+        if name in ("workloads", "worker_total", "gpu_solution_s") or not seconds:
+            continue
+        share = f"{100 * seconds / base:5.1f} %" if base else ""
+        lines.append(f"  {name:<18} {seconds:9.2f} s {share}")
+    lines.append(f"  {'worker total':<18} {totals.get('worker_total', 0.0):9.2f} s")
+    gpu = totals.get("gpu_solution_s", 0.0)
+    lines.append(f"  {'GPU (timed calls)':<18} {gpu:9.3f} s  (solution latency x calls made)")
+    if wall_s:
+        lines.append(
+            f"  {'run wall time':<18} {wall_s:9.2f} s; harness share "
+            f"{100 * (1 - gpu / wall_s) if wall_s else 0:.1f} %"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,114 @@
+"""The batched GDN prefill reference against the token-by-token one it replaces for checks.
+
+CPU: hand-made packings (empty sequences, no initial state, one token each) and the embedded
+workloads of at most 32 tokens. GPU: every embedded workload, on the kit's own inputs.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fib_core.bench.check import check_outputs, resolve_tolerance
+from fib_core.bench.inputs import generate_inputs
+from fib_core.bench.reference import fast_reference_for, load_reference
+from fib_core.data.traceset import TraceSet
+from fib_core.dataset import embedded_dataset_path
+from fib_core.dataset.fast_references import GDN_PREFILL, gdn_prefill_batched
+
+CPU_MAX_TOKENS = 32
+
+
+@pytest.fixture(scope="module")
+def prefill():
+    ts = TraceSet.from_path(embedded_dataset_path())
+    definition = ts.definitions[GDN_PREFILL]
+    return ts, definition, load_reference(definition)
+
+
+def _agree(loop_out, fast_out, exact: bool) -> None:
+    (o1, s1), (o2, s2) = loop_out, fast_out
+    assert o1.dtype == o2.dtype == torch.bfloat16 and s1.dtype == s2.dtype == torch.float32
+    if exact:
+        assert torch.equal(o1, o2) and torch.equal(s1, s2)
+    else:  # a GPU may order a batched product's sums differently: rounding only
+        torch.testing.assert_close(s2, s1, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(o2.float(), o1.float(), rtol=1.6e-2, atol=1e-5)
+
+
+def _packed(lengths: list[int], with_state: bool, scale: float, seed: int = 0) -> list:
+    gen = torch.Generator().manual_seed(seed)
+    total, n = sum(lengths), len(lengths)
+
+    def bf16(*shape):
+        return torch.randn(*shape, generator=gen).bfloat16()
+
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int64)
+    state = torch.randn(n, 8, 128, 128, generator=gen) if with_state else None
+    return [
+        bf16(total, 4, 128),
+        bf16(total, 4, 128),
+        bf16(total, 8, 128),
+        state,
+        torch.randn(8, generator=gen),
+        bf16(total, 8),
+        torch.randn(8, generator=gen),
+        bf16(total, 8),
+        cu,
+        scale,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("lengths", "with_state", "scale"),
+    [
+        ([5], True, 0.0),
+        ([3, 0, 7, 1], True, 0.0),
+        ([4, 9, 2], False, 0.125),
+        ([1, 1, 1], True, 0.0),
+        ([0, 0], True, 0.0),
+    ],
+)
+def test_matches_the_loop_on_hand_made_packings(prefill, lengths, with_state, scale) -> None:
+    _, _, loop = prefill
+    args = _packed(lengths, with_state, scale)
+    _agree(loop(*args), gdn_prefill_batched(*args), exact=True)
+
+
+def test_registered_for_the_prefill_definition() -> None:
+    assert fast_reference_for(GDN_PREFILL) is gdn_prefill_batched
+    assert fast_reference_for("gdn_decode_qk4_v8_d128_k_last") is None
+
+
+def _embedded_cases(prefill, device: str, max_tokens: int | None):
+    ts, definition, _ = prefill
+    for record in ts.workloads[GDN_PREFILL]:
+        workload = record.workload
+        if max_tokens is not None and workload.axes["total_seq_len"] > max_tokens:
+            continue
+        yield (
+            workload,
+            generate_inputs(definition, workload, seed=0, device=device, dataset_root=ts.root),
+        )
+
+
+def test_matches_the_loop_on_small_embedded_workloads(prefill) -> None:
+    _, _, loop = prefill
+    cases = list(_embedded_cases(prefill, "cpu", CPU_MAX_TOKENS))
+    assert len(cases) >= 8
+    for _, args in cases:
+        _agree(loop(*args), gdn_prefill_batched(*args), exact=True)
+
+
+@pytest.mark.gpu
+def test_matches_the_loop_on_every_embedded_workload_on_gpu(prefill) -> None:
+    _, definition, loop = prefill
+    tol = resolve_tolerance(definition)
+    count = 0
+    for workload, args in _embedded_cases(prefill, "cuda", None):
+        want, got = loop(*args), gdn_prefill_batched(*args)
+        _agree(want, got, exact=False)
+        verdict = check_outputs(definition, list(got), list(want), tolerance=tol, inputs=args)
+        assert verdict.passed, (workload.axes, verdict.message)
+        count += 1
+    assert count == 100
