@@ -238,18 +238,18 @@ class Evaluator:
 
     def _references(self, definition, workload, sets: list, cfg: BenchmarkConfig):
         """Reference outputs of the checked sets and the re-check pool (disk-cached), and the
-        reference latency from the calls that computed them (cached per GPU)."""
+        reference latency from the calls that computed them, timed with the solution's method
+        as the organizers time both sides (cached per GPU and method)."""
         from fib_core.bench.eval_settings import eval_settings
         from fib_core.bench.reference import fast_reference_for, reference_key, reference_result
         from fib_core.bench.reference_sets import (
             REFERENCE_TIMING_VERSION,
             checked_indices,
-            device_timer,
             run_references,
         )
 
         timed_calls = eval_settings(definition.name).reference_timed_calls
-        timer, method = device_timer(self.kind, self._get_flusher())
+        method, _ = choose_method(cfg.timing_method, self.kind)
         lat_key = latency_key(definition, workload, seed=cfg.seed, device_kind=self.kind,
                               hardware=self.env.hardware,
                               timing={"version": REFERENCE_TIMING_VERSION, "method": method,
@@ -264,9 +264,25 @@ class Evaluator:
             return reference_key(definition, workload, seed=cfg.seed, device_kind=self.kind,
                                  input_set=k)
 
-        def exact(k: int):
-            args = clone_args(sets[k])
-            return lambda: exact_fn(*args)
+        def measure_exact(ks: list[int]):
+            args: dict[int, list] = {}
+            raws: dict[int, Any] = {}
+
+            def prepare(i: int) -> None:  # untimed: fresh clones of set ks[i]
+                args.clear()
+                args[i] = clone_args(sets[ks[i]])
+
+            def call(i: int) -> None:
+                raws[i] = exact_fn(*args[i])
+
+            warmup = 1 if len(ks) >= 2 else 0
+            result = measure(call, prepare, device=self.device, method=method, warmup=warmup,
+                             iterations=len(ks) - warmup, trials=1, flusher=self._get_flusher())
+            outputs = {k: reference_result(definition, raws[i]) for i, k in enumerate(ks)}
+            return outputs, result.latency_ms, result.to_extra()
+
+        def exact(k: int) -> list:
+            return reference_result(definition, exact_fn(*clone_args(sets[k])))
 
         def fast(k: int) -> list:
             return reference_result(definition, fast_fn(*clone_args(sets[k])),
@@ -276,13 +292,11 @@ class Evaluator:
             checked_indices(len(sets), cfg.num_input_sets, cfg.num_trials),
             load=lambda k: self.ref_cache.load_outputs(definition, key(k), self.device),
             store=lambda k, out: self.ref_cache.store_outputs(definition, key(k), out),
+            measure_exact=measure_exact,
             exact=exact,
-            finish=lambda raw: reference_result(definition, raw),
             fast=fast if fast_fn is not None else None,
             timed_calls=timed_calls,
             need_latency=cfg.profile_baseline and cached_latency is None,
-            timer=timer,
-            method=method,
         )
         latency = None
         if cached_latency is not None:

@@ -8,25 +8,21 @@ reference outputs on disk after the first run; later runs load them instead of c
 reference.
 
 The reference's latency comes from the same calls that produce those outputs: the first
-``timed_calls`` sets are computed by the definition's own reference, each call timed alone
-(CUDA events around it, L2 flushed before; wall clock on CPU); the first of several warms up
-and the latency is the median of the rest. The other sets may come from a faster reference of
-the same arithmetic (:func:`fib_core.bench.reference.fast_reference_for`). The latency is cached
+``timed_calls`` sets are computed by the definition's own reference under the solution's timer
+(as the organizers time both sides alike; L2 flushed before each call); the first of several
+warms up and the latency is the median of the rest. The other sets may come from a faster
+reference of the same arithmetic (:func:`fib_core.bench.reference.fast_reference_for`). The latency is cached
 beside the outputs, per GPU; only when outputs are cached but the latency is not (another GPU)
 are the timed calls made again.
 """
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fib_core.bench.timing import spread
-
-REFERENCE_TIMING_VERSION = "output-calls-1"
+REFERENCE_TIMING_VERSION = "output-calls-2"
 
 
 def recheck_pool_size(num_trials: int) -> int:
@@ -68,7 +64,7 @@ def timed_set_order(
 
 @dataclass
 class ReferenceRun:
-    """Outputs of the needed sets plus the latency record (None when none could be taken)."""
+    """Outputs of the needed sets plus the latency (None when none was taken)."""
 
     outputs: dict[int, list]
     latency_ms: float | None = None
@@ -76,20 +72,7 @@ class ReferenceRun:
     computed: int = 0  # reference calls made (0: everything came from the cache)
 
 
-def latency_record(samples_ms: list[float], method: str) -> tuple[float, dict[str, Any]]:
-    """(latency, extra) from per-call samples: the first of several warms up, median of the
-    rest."""
-    used = samples_ms[1:] if len(samples_ms) >= 2 else list(samples_ms)
-    stats = spread(used)
-    extra = {
-        "timing_method": method,
-        "warmup_runs": len(samples_ms) - len(used),
-        "iterations": len(used),
-        "num_trials": 1,
-        "spread": {"overall": stats, "trials": [stats]},
-        "source": "the calls that produced the checked outputs",
-    }
-    return statistics.median(used), extra
+MeasureFn = Callable[[list[int]], tuple[dict[int, list], float, dict[str, Any]]]
 
 
 def run_references(
@@ -97,65 +80,39 @@ def run_references(
     *,
     load: Callable[[int], list | None],
     store: Callable[[int, list], None],
-    exact: Callable[[int], Callable[[], Any]],
-    finish: Callable[[Any], list],
+    measure_exact: MeasureFn,
+    exact: Callable[[int], list],
     fast: Callable[[int], list] | None,
     timed_calls: int,
     need_latency: bool,
-    timer: Callable[[Callable[[], list]], tuple[list, float]],
-    method: str,
 ) -> ReferenceRun:
     """Outputs of every set in ``indices``, cached where possible, and the latency.
 
-    ``exact(k)`` returns the definition's reference call on set k, ready to run (inputs
-    cloned), and ``finish`` turns its result into the output list; ``fast(k)`` computes set k
-    with the fast reference; ``timer(fn)`` returns (fn's result, its time in ms). With ``need_latency`` the first
-    ``timed_calls`` sets are computed (and timed) with the exact reference even if cached.
+    ``measure_exact(ks)`` computes the sets ``ks`` with the definition's reference, timing the
+    calls (the first of several warms up), and returns (outputs by set, latency ms, extra).
+    With ``need_latency`` it runs on the first ``timed_calls`` sets even if they are cached.
+    The other sets not on disk come from ``fast(k)`` when given, else from ``exact(k)``.
     """
     run = ReferenceRun({})
-    samples: list[float] = []
-    timed = set(list(indices)[:timed_calls]) if need_latency else set()
+    timed = list(indices)[:timed_calls] if need_latency else []
+    if timed:
+        outputs, run.latency_ms, run.latency_extra = measure_exact(timed)
+        run.latency_extra = {
+            **run.latency_extra,
+            "source": "the calls that produced the checked outputs",
+        }
+        for k in timed:
+            run.outputs[k] = outputs[k]
+            store(k, outputs[k])
+        run.computed += len(timed)
     for k in indices:
-        cached = None if k in timed else load(k)
+        if k in run.outputs:
+            continue
+        cached = load(k)
         if cached is not None:
             run.outputs[k] = cached
             continue
-        if k in timed or fast is None:
-            raw, ms = timer(exact(k))
-            out = finish(raw)
-            if need_latency:
-                samples.append(ms)
-        else:
-            out = fast(k)
+        run.outputs[k] = (fast or exact)(k)
         run.computed += 1
-        run.outputs[k] = out
-        store(k, out)
-    if samples:
-        run.latency_ms, run.latency_extra = latency_record(samples, method)
+        store(k, run.outputs[k])
     return run
-
-
-def device_timer(device_kind: str, flush: Callable[[], None] | None) -> tuple[Callable, str]:
-    """(timer, method): CUDA events around one call after an L2 flush, or the wall clock."""
-    if device_kind != "cuda":
-
-        def wall(fn: Callable[[], Any]) -> tuple[Any, float]:
-            t0 = time.perf_counter()
-            out = fn()
-            return out, (time.perf_counter() - t0) * 1e3
-
-        return wall, "wall-clock"
-    import torch
-
-    def events(fn: Callable[[], Any]) -> tuple[Any, float]:
-        begin = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        if flush is not None:
-            flush()
-        begin.record()
-        out = fn()
-        end.record()
-        end.synchronize()
-        return out, begin.elapsed_time(end)
-
-    return events, "events"

@@ -7,12 +7,7 @@ from pathlib import Path
 import pytest
 
 from fib_core.bench import Benchmark, BenchmarkConfig
-from fib_core.bench.reference_sets import (
-    checked_indices,
-    latency_record,
-    run_references,
-    timed_set_order,
-)
+from fib_core.bench.reference_sets import checked_indices, run_references, timed_set_order
 from fib_core.data.solution import Solution
 from fib_core.data.traceset import TraceSet
 
@@ -37,28 +32,24 @@ def test_checked_indices_cover_the_checked_sets_and_the_pool() -> None:
     assert checked_indices(6, 4, 3) == list(range(6))
 
 
-def test_latency_is_the_median_after_the_first_call() -> None:
-    latency, extra = latency_record([50.0, 10.0, 12.0, 11.0], "events")
-    assert latency == 11.0 and extra["warmup_runs"] == 1 and extra["iterations"] == 3
-    assert latency_record([7.0], "events")[0] == 7.0
-
-
 class _Calls:
-    """Fake reference and cache recording what was called."""
+    """Fake reference, timer and cache recording what was called."""
 
     def __init__(self, cached: dict[int, list]) -> None:
         self.cache = dict(cached)
+        self.timed: list[list[int]] = []
         self.exact: list[int] = []
         self.fast: list[int] = []
         self.stored: list[int] = []
 
     def run(self, indices, *, fast: bool, timed_calls: int, need_latency: bool):
-        def exact(k):
-            def call():
-                self.exact.append(k)
-                return [f"exact{k}"]
+        def measure_exact(ks):
+            self.timed.append(list(ks))
+            return {k: [f"timed{k}"] for k in ks}, 12.5, {"timing_method": "profiler"}
 
-            return call
+        def exact(k):
+            self.exact.append(k)
+            return [f"exact{k}"]
 
         def fast_fn(k):
             self.fast.append(k)
@@ -68,49 +59,45 @@ class _Calls:
             self.stored.append(k)
             self.cache[k] = out
 
-        clock = iter([30.0, 10.0, 14.0, 12.0, 99.0, 99.0])
         return run_references(
             indices,
             load=self.cache.get,
             store=store,
+            measure_exact=measure_exact,
             exact=exact,
-            finish=list,
             fast=fast_fn if fast else None,
             timed_calls=timed_calls,
             need_latency=need_latency,
-            timer=lambda fn: (fn(), next(clock)),
-            method="events",
         )
 
 
 def test_cold_run_times_the_exact_calls_and_fills_the_rest_fast() -> None:
     calls = _Calls({})
     run = calls.run(range(6), fast=True, timed_calls=2, need_latency=True)
-    assert calls.exact == [0, 1] and calls.fast == [2, 3, 4, 5]
-    assert calls.stored == [0, 1, 2, 3, 4, 5] and run.computed == 6
-    assert run.outputs[0] == ["exact0"] and run.outputs[5] == ["fast5"]
-    assert run.latency_ms == 10.0  # the first call warmed up
+    assert calls.timed == [[0, 1]] and calls.fast == [2, 3, 4, 5] and calls.exact == []
+    assert sorted(calls.stored) == [0, 1, 2, 3, 4, 5] and run.computed == 6
+    assert run.outputs[0] == ["timed0"] and run.outputs[5] == ["fast5"]
+    assert run.latency_ms == 12.5 and run.latency_extra["timing_method"] == "profiler"
 
 
 def test_warm_run_makes_no_reference_call() -> None:
     calls = _Calls({k: [f"disk{k}"] for k in range(6)})
     run = calls.run(range(6), fast=True, timed_calls=2, need_latency=False)
-    assert calls.exact == calls.fast == [] and run.computed == 0
+    assert calls.timed == [] and calls.exact == calls.fast == [] and run.computed == 0
     assert run.outputs[3] == ["disk3"] and run.latency_ms is None
 
 
 def test_outputs_cached_but_latency_missing_reruns_only_the_timed_calls() -> None:
     calls = _Calls({k: [f"disk{k}"] for k in range(6)})
     run = calls.run(range(6), fast=False, timed_calls=3, need_latency=True)
-    assert calls.exact == [0, 1, 2] and run.latency_ms == 12.0
-    assert run.outputs[4] == ["disk4"]
+    assert calls.timed == [[0, 1, 2]] and calls.exact == [] and run.latency_ms == 12.5
+    assert run.outputs[4] == ["disk4"] and run.outputs[1] == ["timed1"]
 
 
-def test_without_a_fast_reference_every_computed_set_is_a_timed_sample() -> None:
-    calls = _Calls({})
+def test_without_a_fast_reference_the_untimed_sets_use_the_reference() -> None:
+    calls = _Calls({2: ["disk2"]})
     run = calls.run(range(4), fast=False, timed_calls=1, need_latency=True)
-    assert calls.exact == [0, 1, 2, 3]
-    assert run.latency_extra["iterations"] == 3 and run.latency_ms == 12.0
+    assert calls.timed == [[0]] and calls.exact == [1, 3] and run.outputs[2] == ["disk2"]
 
 
 def test_second_run_loads_every_checked_set_from_disk(

@@ -13,36 +13,39 @@ import torch
 from fib_core.bench import evaluate, timing
 from fib_core.bench.config import BenchmarkConfig
 from fib_core.bench.environment import EnvironmentInfo
-from fib_core.bench.evaluate import Evaluator, _Prepared
+from fib_core.bench.evaluate import Evaluator
 from fib_core.bench.timing import TimingResult, choose_method
 
 
 @pytest.fixture
-def timed_methods(monkeypatch):
-    """Runs Evaluator._reference_latency on a pretend GPU; returns the methods measure() got."""
+def timed_methods(monkeypatch, tmp_path):
+    """Runs the evaluator's reference step on a pretend GPU; returns the methods measure() got.
+
+    The reference's latency is taken from the calls that compute its checked outputs
+    (fib_core.bench.reference_sets), so that step is where the method is chosen."""
     seen: list[str] = []
 
     def fake_measure(call, prepare, *, device, method, warmup, iterations, trials, flusher):
         seen.append(method)
-        prepare(0)
-        call(0)
+        for i in range(warmup + iterations):
+            prepare(i)
+            call(i)
         return TimingResult(1.5, method, [{"median": 1.5}], {"median": 1.5}, warmup, iterations)
 
+    monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(evaluate, "measure", fake_measure)
-    monkeypatch.setattr(evaluate, "load_reference", lambda definition: lambda *args: None)
+    monkeypatch.setattr(evaluate, "load_reference", lambda definition: lambda x, y, alpha: alpha * x + y)
     return seen
 
 
 def _reference_method(toy_definition, toy_workloads, requested: str) -> tuple[str, dict]:
-    ev = Evaluator("cuda:0", EnvironmentInfo(device_kind="cuda", hardware=f"Fake GPU {requested}"))
-    ev._sync = lambda: None  # type: ignore[method-assign]
+    ev = Evaluator("cpu", EnvironmentInfo(device_kind="cuda", hardware=f"Fake GPU {requested}"))
+    ev.kind = "cuda"  # a pretend GPU: tensors stay on the CPU
     ev._get_flusher = lambda: None  # type: ignore[method-assign]
-    ev._load_set = lambda working, pristine, which: None  # type: ignore[method-assign]
     x = torch.zeros(4)
-    prep = _Prepared(sets=[[x, x, 1.0]], refs={}, working=[x, x, 1.0], rotating=[], axes={})
-    cfg = BenchmarkConfig(timing_method=requested)
-    latency, extra = ev._reference_latency(toy_definition, toy_workloads[0], prep, cfg)
-    assert latency == 1.5
+    cfg = BenchmarkConfig(timing_method=requested, num_input_sets=1, num_trials=1)
+    refs, (latency, extra) = ev._references(toy_definition, toy_workloads[0], [[x, x, 1.0]], cfg)
+    assert latency == 1.5 and set(refs) == {0}
     return extra["timing_method"], extra
 
 
