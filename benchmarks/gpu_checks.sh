@@ -2,7 +2,7 @@
 # The kit's end-to-end checks on a CUDA machine, in order of importance; each step has its own
 # time limit so one slow step cannot starve the others. Logs and JSON go to $OUT.
 #   OUT=gpu-results bash benchmarks/gpu_checks.sh [step ...]
-# Steps: harness run_local modal_body timing reference_timing references starters
+# Steps: harness run_local modal_body timing reference_timing references starters debug_tools
 # (starters: STARTER_DEFS picks definitions, STARTER_ARGS adds run_local arguments)
 set -u
 OUT=$(realpath -m "${OUT:-gpu-results}")
@@ -42,6 +42,13 @@ for s in $steps; do
     references)
         step references 110 python3 benchmarks/bench_references.py \
             --official "${OFFICIAL:-.fib_cache/mlsys26}" --out "$OUT" --budget-s 60 ;;
+    debug_tools)
+        # --sanitize on the default starter (0 errors) and on a planted out-of-bounds Triton
+        # kernel (names solution/triton/kernel.py:10), --ncu on the default starter (report
+        # path and one line per kernel), through pytest's gpu tests and by hand for the logs.
+        step debug-tests 400 python3 -m pytest -q -m gpu tests/project/test_debug_tools.py
+        step debug-sanitize 200 python3 scripts/run_local.py --sanitize --workloads batch_size=1
+        step debug-ncu 200 python3 scripts/run_local.py --ncu --workloads batch_size=1 ;;
     starters)
         # Every other starter through the kit, on a scratch copy of the fork.
         fork=$(mktemp -d)/fork

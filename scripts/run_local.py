@@ -8,6 +8,10 @@
     python scripts/run_local.py --html report.html    # also an HTML report with plots
     python scripts/run_local.py --cross-check         # every GPU timer on each workload
     python scripts/run_local.py --contest             # exactly the organizers' settings
+    python scripts/run_local.py --dump dump/          # failed workloads' tensors, on disk
+    python scripts/run_local.py --inline --workloads 3f2a   # one call here: pdb works
+    python scripts/run_local.py --ncu --workloads 3f2a      # Nsight Compute, your kernels only
+    python scripts/run_local.py --sanitize memcheck         # compute-sanitizer, your lines
 
 Every run is recorded in runs/ledger.jsonl of the fork (scripts/history.py lists them).
 
@@ -24,6 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the vendored fib_core
 
+from fib_core.project.debug_tools import add_flags as add_debug_flags  # noqa: E402
+from fib_core.project.debug_tools import dump_after_run, one_workload_mode  # noqa: E402
 from fib_core.project.entry import display_path, run_script  # noqa: E402
 from fib_core.project.recording import RunRecording  # noqa: E402
 from fib_core.project.runflow import (  # noqa: E402
@@ -85,6 +91,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions]:
         "--no-ledger", action="store_true", help="do not record this run in runs/ledger.jsonl"
     )
     p.add_argument("--wide", action="store_true", help="every table column, however wide")
+    add_debug_flags(p)
     a = p.parse_args(argv)
     compare_path, compare_ref = split_compare(a.compare)
     opts = RunOptions(
@@ -109,6 +116,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions]:
         ledger=not a.no_ledger,
         wide=a.wide,
         contest=a.contest,
+        debug=a,
     )
     return a.config, opts
 
@@ -146,6 +154,12 @@ def main() -> int:
         f"(dataset: {'embedded default' if ws.embedded else ws.dataset_path}){mode}"
     )
     request.dataset_path = str(ws.dataset_path)
+    code = one_workload_mode(
+        opts.debug, ws, filters=request.filters, quick=opts.quick, console=console,
+        config_path=config_path,
+    )
+    if code is not None:  # --inline / --ncu / --sanitize: one workload, no benchmark
+        return code
     opts.recording = RunRecording.for_run(
         ws.cfg.root,
         solution,
@@ -157,7 +171,12 @@ def main() -> int:
     opts.recording.check(ws.definition.name)
     with progress_bar(console=console) as on_event:
         shard = execute(request, on_event=on_event)
-    return finish([shard], ws.definition, opts, console)
+    code = finish([shard], ws.definition, opts, console)
+    dump_after_run(
+        opts.debug.dump, ws, shard.traces, chosen=bool(request.filters), device=opts.device,
+        console=console,
+    )
+    return code
 
 
 if __name__ == "__main__":

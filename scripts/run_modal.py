@@ -140,6 +140,10 @@ def main(
     json: str = "",
     compare: str = "",
     config: str = "config.toml",
+    dump: str = "",
+    inline: bool = False,
+    ncu: str = "",
+    sanitize: str = "",
 ) -> None:
     """Pack here, benchmark remotely in `parallel` containers, print the merged table here.
 
@@ -151,6 +155,12 @@ def main(
     from fib_core.project.workspace import open_workspace
 
     def body() -> int:
+        from fib_core.errors import ConfigError
+        from fib_core.project.debug_tools import modal_refusal
+
+        refusal = modal_refusal(dump=dump, inline=inline, ncu=ncu, sanitize=sanitize)
+        if refusal:
+            raise ConfigError(refusal)
         opts = RunOptions(
             workloads=workloads.split() or None,
             quick=quick,

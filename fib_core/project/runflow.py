@@ -94,6 +94,7 @@ class RunOptions:
     wide: bool = False  # every table column, however wide the terminal
     source_dir: str | None = None  # the solution's folder, for tracebacks (solution/triton)
     contest: bool = False  # exactly the organizers' settings for the definition
+    debug: Any = None  # run_local's debugging flags (fib_core.project.debug_tools)
 
 
 @dataclass

@@ -22,16 +22,19 @@ import re
 _PY_COPY = re.compile(
     r"(?:[A-Za-z]:)?[^\s\"'():]*?/fib-py-[^/\s\"']+/fib_solution_[0-9a-f]+_\d+_\d+/"
 )
+# A native build's copy of the sources: <cache>/builds/<hash>/<key or .tmp-...>/src/
+_NATIVE_COPY = re.compile(r"[^\s\"'():]*?/builds/[0-9a-f]{8,}/[^/\s\"']+/src/")
 # The same package's dotted module name, as Triton and importlib print it.
 _PY_MODULE = re.compile(r"\bfib_solution_[0-9a-f]+_\d+_\d+\.")
 
 
 def map_solution_paths(text: str, source_dir: str | None = None) -> str:
     """``text`` with every build-copy path replaced by ``source_dir`` (or made relative)."""
-    if not text or "fib_solution_" not in text:
+    if not text or ("fib_solution_" not in text and "/builds/" not in text):
         return text
     prefix = "" if not source_dir else source_dir.rstrip("/") + "/"
     text = _PY_COPY.sub(lambda _m: prefix, text)
+    text = _NATIVE_COPY.sub(lambda _m: prefix, text)
     return _PY_MODULE.sub("", text)
 
 

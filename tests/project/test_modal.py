@@ -51,7 +51,7 @@ def test_modal_run_help_lists_the_options(repo_root: Path, monkeypatch) -> None:
     assert result.exit_code == 0, result.output
     for flag in ("--gpu", "--volume", "--embedded", "--parallel", "--workloads", "--quick",
                  "--iterations", "--warmup", "--trials", "--timeout", "--isolated", "--json",
-                 "--compare", "--config"):
+                 "--compare", "--config", "--dump", "--inline", "--ncu", "--sanitize"):
         assert flag in result.output, flag
 
 
