@@ -12,6 +12,7 @@ Names and meaning follow the organizers' ``flashinfer_bench.tracer``.
 from __future__ import annotations
 
 from .entry import TraceEntry
+from .hook_impl import make_tracing_hook
 from .rules import (
     DEDUP_BY_AVG_SEQ_LEN,
     DEDUP_BY_AXES,
@@ -61,6 +62,7 @@ __all__ = [
     "gdn_decode_rule",
     "gdn_prefill_rule",
     "get_tracer",
+    "make_tracing_hook",
     "kit_definitions",
     "moe_fp8_rule",
     "policy_dedup_by_avg_seq_len",

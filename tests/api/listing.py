@@ -22,6 +22,11 @@ class Entry:
     decorators: tuple[str, ...] = ()
     params: str = ""  # "(a: int, b=1)" for defs; "(Base)" or "" for classes
     line: str = ""
+    note: str = ""  # the text after "  # " on the line; "gap: ..." marks a known difference
+
+    @property
+    def gap(self) -> str | None:
+        return self.note.removeprefix("gap:").strip() if self.note.startswith("gap:") else None
 
     @property
     def id(self) -> str:
@@ -49,7 +54,8 @@ def parse_listing(text: str | None = None) -> list[Entry]:
     entries: list[Entry] = []
     module = None
     for raw in text.splitlines():
-        line = raw.split("  # ")[0].strip()
+        line, _, note = raw.partition("  # ")
+        line, note = line.strip(), note.strip()
         if line.startswith("## "):
             module = line[3:].strip()
             continue
@@ -57,14 +63,14 @@ def parse_listing(text: str | None = None) -> list[Entry]:
             continue
         if line.startswith("exports:"):
             for name in line.removeprefix("exports:").split(","):
-                entries.append(Entry(module, "export", name.strip(), line=line))
+                entries.append(Entry(module, "export", name.strip(), line=line, note=note))
             continue
         match = _ENTRY.match(line)
         if match is None:
             continue
         decos, kind, name, rest = match.groups()
         decorators = tuple(d.lstrip("@").split("(")[0] for d in decos.split())
-        entries.append(Entry(module, kind, name, decorators, _split_params(rest), line))
+        entries.append(Entry(module, kind, name, decorators, _split_params(rest), line, note))
     return entries
 
 

@@ -327,3 +327,49 @@ def test_merge_and_export_tracesets(tiny_root: Path, tmp_path: Path):
     other = TraceSet(definitions={"tiny_scaled_add": changed})
     with pytest.raises(ValueError, match="differs"):
         merge_tracesets([ts, other])
+
+
+# --- module paths of the apply / tracer / integration layers -------------------------------------
+
+
+def test_organizers_module_paths_hold_the_same_objects():
+    from fib_core.apply import api, hook
+    from fib_core.integration import patch, patch_manager, utils
+    from fib_core.tracer import presets, rule, rules, types
+
+    assert hook.set_apply_hook is api.set_apply_hook and hook.get_apply_hook is api.get_apply_hook
+    assert types.TracingRule is rule.TracingRule is rules.TracingRule
+    assert presets.policy_keep_first_k is rules.policy_keep_first_k
+    assert patch_manager.get_manager is patch.get_manager
+    from fib_core.apply.binding import ArgBinder
+
+    assert utils.ArgBinder is ArgBinder
+    assert fib.apply is api.apply and callable(fib.apply)  # the function, not the subpackage
+
+
+def test_dump_int32_selects_the_int32_tensors():
+    from fib_core.tracer.presets import dump_int32
+
+    bound = {"a": torch.zeros(2, dtype=torch.int32), "b": torch.zeros(2), "n": 3}
+    assert dump_int32()(bound) == ["a"]
+
+
+def test_tracing_hook_feeds_the_tracer():
+    from fib_core.apply.hook import get_apply_hook, set_apply_hook
+    from fib_core.tracer import make_tracing_hook
+
+    class Recorder:
+        def __init__(self):
+            self.calls = []
+
+        def collect(self, def_name, runtime_args):
+            self.calls.append((def_name, dict(runtime_args)))
+
+    recorder = Recorder()
+    previous = get_apply_hook()
+    set_apply_hook(make_tracing_hook(recorder))
+    try:
+        get_apply_hook()("some_definition", {"x": 1})
+    finally:
+        set_apply_hook(previous)
+    assert recorder.calls == [("some_definition", {"x": 1})]

@@ -22,19 +22,18 @@ import pytest
 from .listing import Entry, parameters, parse_listing
 
 ENTRIES = parse_listing()
-# Packages written separately from the data/compile/bench/cli/utils layer: checked when present
-# and FIB_API_FULL=1 (their own tests own their names until then).
-OPTIONAL_PACKAGES = ("fib_core.apply", "fib_core.tracer", "fib_core.integration")
+# Lines marked "# gap: ..." in the listing are known differences: reported as skips with their
+# reason. FIB_API_FULL=1 checks them too (to see which gaps were closed).
 FULL = os.environ.get("FIB_API_FULL") == "1"
+OPTIONAL_PACKAGES = ("fib_core.apply", "fib_core.tracer", "fib_core.integration")
 
 
 def _module(name: str):
     for package in OPTIONAL_PACKAGES:
-        if name == package or name.startswith(package + "."):
-            if importlib.util.find_spec(package) is None:
-                pytest.skip(f"{package} is not part of this checkout")
-            if not FULL:
-                pytest.skip(f"{package}: set FIB_API_FULL=1 to check it against the listing")
+        if (name == package or name.startswith(package + ".")) and importlib.util.find_spec(
+            package
+        ) is None:
+            pytest.skip(f"{package} is not part of this checkout")
     return importlib.import_module(name)
 
 
@@ -153,6 +152,8 @@ def _check_def(entry: Entry) -> None:
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.id + f"[{e.kind}]" for e in ENTRIES])
 def test_listed_name(entry: Entry) -> None:
+    if entry.gap and not FULL:
+        pytest.skip(f"known gap: {entry.gap}")
     if entry.kind == "export":
         module = _module(entry.module)
         if entry.module == "fib_core":  # top-level names re-exported from a sibling package
@@ -168,12 +169,21 @@ def test_listed_name(entry: Entry) -> None:
 
 def test_every_listed_module_imports() -> None:
     for module in sorted({e.module for e in ENTRIES}):
+        entries = [e for e in ENTRIES if e.module == module]
+        if all(e.gap for e in entries) and not FULL:
+            continue  # a module the kit does not have (each of its lines says why)
         if any(
-            module.startswith(p) and (importlib.util.find_spec(p) is None or not FULL)
-            for p in OPTIONAL_PACKAGES
+            module.startswith(p) and importlib.util.find_spec(p) is None for p in OPTIONAL_PACKAGES
         ):
             continue
         importlib.import_module(module)
+
+
+def test_gaps_are_few_and_outside_the_core() -> None:
+    gaps = [e for e in ENTRIES if e.gap]
+    assert len(gaps) < 60
+    core = ("fib_core.data", "fib_core.compile", "fib_core.bench", "fib_core.cli", "fib_core.utils")
+    assert not [e.line for e in gaps if e.module.startswith(core)]
 
 
 def test_listing_covers_the_documented_surface() -> None:
