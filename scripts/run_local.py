@@ -92,6 +92,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions]:
     )
     p.add_argument("--wide", action="store_true", help="every table column, however wide")
     add_debug_flags(p)
+    p.add_argument(
+        "--traces",
+        type=Path,
+        dest="traces_path",
+        help="also append the traces (JSONL) here, e.g. DATASET/traces/mine.jsonl for apply",
+    )
     a = p.parse_args(argv)
     compare_path, compare_ref = split_compare(a.compare)
     opts = RunOptions(
@@ -117,6 +123,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions]:
         wide=a.wide,
         contest=a.contest,
         debug=a,
+        traces_path=a.traces_path,
     )
     return a.config, opts
 
