@@ -27,8 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from fib_core.apply import ApplyConfig, ApplyRuntime, apply  # noqa: E402
-from fib_core.apply.api import set_runtime  # noqa: E402
+from fib_core.apply import (  # noqa: E402
+    ApplyConfig,
+    ApplyRuntime,
+    apply,
+    set_runtime,  # noqa: E402
+)
 from fib_core.data import (  # noqa: E402
     Correctness,
     Definition,
@@ -126,9 +130,7 @@ def main() -> int:
         fn = runnable.fn
         rows = {
             "direct": lambda: fn(x, y),
-            "direct+alloc": lambda: fn(
-                x, torch.empty((N, 64), dtype=torch.float32, device=device)
-            ),
+            "direct+alloc": lambda: fn(x, torch.empty((N, 64), dtype=torch.float32, device=device)),
         }
         results = {name: per_call_us(f, a.calls, device) for name, f in rows.items()}
         results["disabled"] = per_call_us(lambda: copy_fn(x), a.calls, device)

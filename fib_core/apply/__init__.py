@@ -15,19 +15,21 @@ does not import torch.
 
 from __future__ import annotations
 
-from .api import (
-    ApplyHandle,
-    apply,
-    disable_apply,
-    enable_apply,
-    get_apply_hook,
-    get_runtime,
-    set_apply_hook,
-)
+from .api import ApplyHandle, apply, disable_apply, enable_apply
 from .binding import ArgBinder
 from .config import ON_MISS_POLICIES, ApplyConfig, ApplyConfigError
-from .key import ApplyKey, ApplyKeyBuilder, ApplyKeyError, ApplyKeyFactory, AxesOnlyKeyBuilder
-from .runtime import MISS, ApplyMissError, ApplyRuntime
+from .hook import get_apply_hook, set_apply_hook
+from .key import (
+    ApplyKey,
+    ApplyKeyBuilder,
+    ApplyKeyError,
+    ApplyKeyFactory,
+    AxesOnlyKeyBuilder,
+    GEMMKeyBuilder,
+    GQAKeyBuilder,
+    MLAKeyBuilder,
+)
+from .runtime import MISS, ApplyMissError, ApplyRuntime, get_runtime, set_runtime
 from .table import ApplyTable, DefinitionRoutes, table_digest
 
 __all__ = [
@@ -46,11 +48,15 @@ __all__ = [
     "ArgBinder",
     "AxesOnlyKeyBuilder",
     "DefinitionRoutes",
+    "GEMMKeyBuilder",
+    "GQAKeyBuilder",
+    "MLAKeyBuilder",
     "apply",
     "disable_apply",
     "enable_apply",
     "get_apply_hook",
     "get_runtime",
     "set_apply_hook",
+    "set_runtime",
     "table_digest",
 ]

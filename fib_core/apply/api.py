@@ -9,47 +9,16 @@ the tracer installs itself there to record live workloads.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import hook as _hooks
+from . import runtime as _runtimes
 from .binding import ArgBinder
 from .config import ApplyConfig
-from .runtime import MISS, ApplyMissError, ApplyRuntime
-
-ApplyHook = Callable[[str, dict[str, Any]], None]
-
-_runtime: ApplyRuntime | None = None
-_hook: ApplyHook | None = None
-
-
-def get_runtime() -> ApplyRuntime | None:
-    """The enabled runtime, or None."""
-    return _runtime
-
-
-def set_runtime(runtime: ApplyRuntime | None) -> ApplyRuntime | None:
-    """Install ``runtime`` process-wide and return the previous one (not closed)."""
-    global _runtime
-    previous, _runtime = _runtime, runtime
-    return previous
-
-
-def set_apply_hook(fn: ApplyHook | None) -> ApplyHook | None:
-    """Call ``fn(def_name, runtime_kwargs)`` on every call of an applied function; returns the
-    previous hook. ``None`` removes it.
-
-    >>> seen = []
-    >>> _ = set_apply_hook(lambda name, kw: seen.append(name))
-    """
-    global _hook
-    previous, _hook = _hook, fn
-    return previous
-
-
-def get_apply_hook() -> ApplyHook | None:
-    return _hook
+from .hook import get_apply_hook, set_apply_hook
+from .runtime import MISS, ApplyMissError, ApplyRuntime, get_runtime, set_runtime
 
 
 def apply(
@@ -88,7 +57,7 @@ def apply(
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            hook, runtime = _hook, _runtime
+            hook, runtime = _hooks.current, _runtimes.current
             if hook is None and runtime is None:
                 return fn(*args, **kwargs)
             def_name = fixed_name if resolver is None else resolver(*args, **kwargs)
@@ -117,7 +86,7 @@ def _call_now(
         def_name = def_name_or_resolver
     else:
         def_name = def_name_or_resolver(**runtime_kwargs)
-    hook, runtime = _hook, _runtime
+    hook, runtime = _hooks.current, _runtimes.current
     if hook is not None:
         hook(def_name, runtime_kwargs)
     if runtime is not None:
@@ -134,16 +103,23 @@ def _call_now(
 
 
 class ApplyHandle:
-    """What :func:`enable_apply` returns: call it like function-mode ``apply``, or use it as a
-    context manager that restores the previous runtime on exit.
+    """Enables an apply runtime over a dataset; :func:`enable_apply` returns one.
+
+    Call it like function-mode ``apply``, or use it as a context manager that restores the
+    previous runtime on exit:
 
     >>> with enable_apply("my-dataset") as handle:  # doctest: +SKIP
     ...     out = handle("gdn_decode_qk4_v8_d128_k_last", runtime_kwargs=kw, fallback=f)
     """
 
-    def __init__(self, runtime: ApplyRuntime, previous: ApplyRuntime | None) -> None:
-        self.runtime = runtime
-        self._previous = previous
+    def __init__(
+        self,
+        dataset_path: str | Path | None = None,
+        config: ApplyConfig | None = None,
+        **runtime_options: Any,
+    ) -> None:
+        self.runtime = ApplyRuntime(dataset_path, config, **runtime_options)
+        self._previous = set_runtime(self.runtime)
 
     def __call__(
         self,
@@ -158,10 +134,11 @@ class ApplyHandle:
     def __enter__(self) -> ApplyHandle:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        if _runtime is self.runtime:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        if _runtimes.current is self.runtime:
             set_runtime(self._previous)
         self.runtime.close()
+        return False
 
 
 def enable_apply(
@@ -176,12 +153,7 @@ def enable_apply(
 
         enable_apply("my-dataset", ApplyConfig(max_atol=1e-2, on_miss_policy="use_def_best"))
     """
-    if dataset_path is None:
-        env = os.environ.get("FIB_DATASET_PATH")
-        dataset_path = env if env else None
-    runtime = ApplyRuntime(dataset_path, apply_config, **runtime_options)
-    previous = set_runtime(runtime)
-    return ApplyHandle(runtime, previous)
+    return ApplyHandle(dataset_path, apply_config, **runtime_options)
 
 
 def disable_apply() -> None:

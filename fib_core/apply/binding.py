@@ -33,7 +33,7 @@ class ArgBinder:
         self._required = frozenset(p.name for p in params if p.default is p.empty)
 
     @classmethod
-    def for_callable(cls, fn: Callable[..., Any]) -> ArgBinder:
+    def from_callable(cls, fn: Callable[..., Any]) -> ArgBinder:
         """A binder per callable, cached (signatures are read once)."""
         binder = cls._cache.get(fn)
         if binder is None:

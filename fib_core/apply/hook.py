@@ -1,8 +1,31 @@
-"""The organizers' module path of the apply hook (``fib_core.apply.hook``): the same two
-functions as :mod:`fib_core.apply.api`, where the hook lives."""
+"""The apply hook: one function called with every call of an applied function.
+
+``fn(def_name, runtime_kwargs)`` runs before routing, whether or not a runtime is enabled; the
+tracer installs itself here (see ``fib_core.tracer``).
+"""
 
 from __future__ import annotations
 
-from .api import get_apply_hook, set_apply_hook
+from collections.abc import Callable, Mapping
+from typing import Any
 
-__all__ = ["get_apply_hook", "set_apply_hook"]
+ApplyHook = Callable[[str, Mapping[str, Any]], None]
+
+current: ApplyHook | None = None
+
+
+def set_apply_hook(fn: ApplyHook | None) -> ApplyHook | None:
+    """Install ``fn`` (None removes the hook); returns the previous one.
+
+    >>> seen = []
+    >>> _ = set_apply_hook(lambda name, kw: seen.append(name))
+    >>> _ = set_apply_hook(None)
+    """
+    global current
+    previous, current = current, fn
+    return previous
+
+
+def get_apply_hook() -> ApplyHook | None:
+    """The installed hook, or None."""
+    return current

@@ -10,6 +10,7 @@ depends on more than shapes (say, the average sequence length) registers its own
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -29,15 +30,17 @@ class ApplyKey:
     """A hashable routing key: ``axes`` and ``feats`` as sorted ``(name, value)`` pairs.
 
     >>> key = ApplyKey(axes=(("batch_size", 8),))
-    >>> ApplyKey.from_encoded(key.encode()) == key
+    >>> ApplyKey.from_encoded(key.encode) == key
     True
     """
 
     axes: tuple[tuple[str, int], ...] = ()
     feats: tuple[tuple[str, Any], ...] = ()
 
+    @property
     def encode(self) -> str:
-        """A stable string form (JSON), used in the on-disk table cache."""
+        """A stable string form (JSON), used in the on-disk table cache (a property, as in the
+        organizers' API)."""
         return json.dumps(
             {"axes": [list(p) for p in self.axes], "feats": [list(p) for p in self.feats]},
             separators=(",", ":"),
@@ -45,29 +48,33 @@ class ApplyKey:
         )
 
     @classmethod
-    def from_encoded(cls, text: str) -> ApplyKey:
-        data = json.loads(text)
+    def from_encoded(cls, s: str) -> ApplyKey:
+        data = json.loads(s)
         return cls(
             axes=tuple((str(k), int(v)) for k, v in data.get("axes", [])),
             feats=tuple((str(k), v) for k, v in data.get("feats", [])),
         )
 
 
-class ApplyKeyBuilder:
+class ApplyKeyBuilder(ABC):
     """Builds keys for one definition, from a live call or from a workload record.
 
-    Subclasses implement :meth:`build_from_runtime` and :meth:`build_from_workload` so that a
-    call and the workload it resembles give equal keys.
+    Subclasses implement :meth:`build_from_runtime`, :meth:`build_from_workload` and
+    :meth:`features` so that a call and the workload it resembles give equal keys.
     """
 
-    def __init__(self, definition: Any) -> None:
-        self.definition = definition
+    def __init__(self, defn: Any) -> None:
+        self.definition = defn
 
-    def build_from_runtime(self, runtime_kwargs: Mapping[str, Any]) -> ApplyKey:
-        raise NotImplementedError
+    @abstractmethod
+    def build_from_runtime(self, runtime_kwargs: Mapping[str, Any]) -> ApplyKey: ...
 
-    def build_from_workload(self, workload: Any) -> ApplyKey:
-        raise NotImplementedError
+    @abstractmethod
+    def build_from_workload(self, workload: Any) -> ApplyKey: ...
+
+    @abstractmethod
+    def features(self, runtime_kwargs: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+        """Key parts beyond the axes (none for axes-only keys)."""
 
     def axis_values(self, runtime_kwargs: Mapping[str, Any]) -> dict[str, int]:
         """Every var axis readable from the inputs' shapes (used to size DPS outputs)."""
@@ -102,6 +109,21 @@ class AxesOnlyKeyBuilder(ApplyKeyBuilder):
         names = sorted(self.definition.var_axis_bindings)
         return ApplyKey(axes=tuple((n, int(workload.axes[n])) for n in names if n in workload.axes))
 
+    def features(self, runtime_kwargs: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+        return ()
+
+
+class GEMMKeyBuilder(AxesOnlyKeyBuilder):
+    """GEMM op types: keyed on their var axes (usually M)."""
+
+
+class GQAKeyBuilder(AxesOnlyKeyBuilder):
+    """Grouped-query attention op types: keyed on their var axes."""
+
+
+class MLAKeyBuilder(AxesOnlyKeyBuilder):
+    """Multi-head latent attention op types: keyed on their var axes."""
+
 
 class ApplyKeyFactory:
     """Which key builder each op type uses (``AxesOnlyKeyBuilder`` unless registered).
@@ -113,15 +135,29 @@ class ApplyKeyFactory:
     _registry: ClassVar[dict[str, type[ApplyKeyBuilder]]] = {}
 
     @classmethod
-    def register(cls, op_type: str, builder_cls: type[ApplyKeyBuilder]) -> None:
+    def register(cls, type_name: str, builder_cls: type[ApplyKeyBuilder]) -> None:
         if not (isinstance(builder_cls, type) and issubclass(builder_cls, ApplyKeyBuilder)):
             raise TypeError(f"{builder_cls!r} is not an ApplyKeyBuilder subclass")
-        cls._registry[op_type] = builder_cls
+        cls._registry[type_name] = builder_cls
 
     @classmethod
-    def unregister(cls, op_type: str) -> None:
-        cls._registry.pop(op_type, None)
+    def unregister(cls, type_name: str) -> None:
+        cls._registry.pop(type_name, None)
 
     @classmethod
-    def specialize(cls, definition: Any) -> ApplyKeyBuilder:
-        return cls._registry.get(definition.op_type, AxesOnlyKeyBuilder)(definition)
+    def for_type(cls, type_name: str) -> type[ApplyKeyBuilder]:
+        """The builder class registered for an op type (AxesOnlyKeyBuilder if none)."""
+        return cls._registry.get(type_name, AxesOnlyKeyBuilder)
+
+    @classmethod
+    def specialize(cls, defn: Any) -> ApplyKeyBuilder:
+        return cls.for_type(defn.op_type)(defn)
+
+
+for _op_type, _builder in (
+    ("gemm", GEMMKeyBuilder),
+    ("gqa_paged", GQAKeyBuilder),
+    ("gqa_ragged", GQAKeyBuilder),
+    ("mla_paged", MLAKeyBuilder),
+):
+    ApplyKeyFactory.register(_op_type, _builder)

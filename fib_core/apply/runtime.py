@@ -31,6 +31,21 @@ MISS = object()
 """Returned by :meth:`ApplyRuntime.route` when no solution is recorded for a call."""
 
 
+current: ApplyRuntime | None = None
+
+
+def get_runtime() -> ApplyRuntime | None:
+    """The process-wide runtime, or None when apply is off."""
+    return current
+
+
+def set_runtime(rt: ApplyRuntime | None) -> ApplyRuntime | None:
+    """Install ``rt`` process-wide (None: apply off); returns the previous one, not closed."""
+    global current
+    previous, current = current, rt
+    return previous
+
+
 class ApplyMissError(FibError, LookupError):
     """A function-mode ``apply`` call found no solution and was given no fallback."""
 
@@ -84,7 +99,10 @@ class _Plan:
         routes = table.definitions.get(definition.name)
         self.routes = {} if routes is None else routes.routes
         self.best = None if routes is None else routes.best
-        fast = type(builder).build_from_runtime is AxesOnlyKeyBuilder.build_from_runtime
+        fast = (
+            type(builder).build_from_runtime is AxesOnlyKeyBuilder.build_from_runtime
+            and type(builder).features is AxesOnlyKeyBuilder.features
+        )
         self.fast_routes = (
             {k.axes: v for k, v in self.routes.items() if not k.feats} if fast else None
         )
@@ -99,7 +117,7 @@ class ApplyRuntime:
 
     def __init__(
         self,
-        trace_set_or_path: Any,
+        traceset: Any = None,
         config: ApplyConfig | None = None,
         *,
         build_options: Any = None,
@@ -112,7 +130,7 @@ class ApplyRuntime:
         self._runnables: dict[str, Any] = {}
         self._failed: dict[str, str] = {}
         self.stats = {"hits": 0, "misses": 0, "builds": 0}
-        self._load(trace_set_or_path)
+        self._load(traceset)
 
     # --- setup ----------------------------------------------------------------------------
 
@@ -140,11 +158,11 @@ class ApplyRuntime:
                 if self._runnable(name) is not None:
                     self.aot_built.append(name)
 
-    def rebuild(self, trace_set_or_path: Any = None, config: ApplyConfig | None = None) -> None:
+    def rebuild(self, traceset: Any = None, config: ApplyConfig | None = None) -> None:
         """Reload the table (new traces or config); keeps built solutions that still route."""
         if config is not None:
             self.config = config
-        source = trace_set_or_path if trace_set_or_path is not None else self.trace_set
+        source = traceset if traceset is not None else self.trace_set
         self._failed = {}
         self._load(source)
         wanted = {s for r in self.table.definitions.values() for s in r.routes.values()}

@@ -84,9 +84,10 @@ class ApplyTable:
 
     @classmethod
     def load_or_build(
-        cls, trace_set: Any, config: ApplyConfig, cache_dir: str | Path | None = None
+        cls, ts: Any, config: ApplyConfig, cache_dir: str | Path | None = None
     ) -> ApplyTable:
         """The cached table for this trace set and config, built and saved on a miss."""
+        trace_set = ts
         digest = table_digest(trace_set, config)
         path = cache_path(digest, cache_dir)
         if path.is_file():
@@ -110,6 +111,10 @@ class ApplyTable:
         routes = self.definitions.get(def_name)
         return None if routes is None else routes.routes.get(key)
 
+    def match_solution(self, def_name: str, key: ApplyKey) -> str | None:
+        """The organizers' name for :meth:`lookup`."""
+        return self.lookup(def_name, key)
+
     def def_best(self, def_name: str) -> str | None:
         routes = self.definitions.get(def_name)
         return None if routes is None else routes.best
@@ -125,7 +130,7 @@ class ApplyTable:
                 name: {
                     "best": r.best,
                     "routes": [
-                        {"key": k.encode(), "solution": s, "latency_ms": r.latency_ms[k]}
+                        {"key": k.encode, "solution": s, "latency_ms": r.latency_ms[k]}
                         for k, s in r.routes.items()
                     ],
                 }

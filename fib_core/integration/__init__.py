@@ -8,16 +8,22 @@ Names and meaning follow the organizers' ``flashinfer_bench.integration``.
 
 from __future__ import annotations
 
-from fib_core.apply.binding import ArgBinder
-
-from .context import ContextStore
-from .flashinfer import ADAPTERS, install_flashinfer_integrations, route_or_call
-from .patch import PatchManager, PatchSpec, get_manager, resolve
+from .flashinfer import (
+    ADAPTER_CLASSES,
+    GDNDecodeAdapter,
+    MoEFP8BlockScaleAdapter,
+    install_flashinfer_integrations,
+    route_or_call,
+)
+from .patch_manager import PatchManager, PatchSpec, get_manager, resolve
+from .utils import ArgBinder, ContextStore
 
 __all__ = [
-    "ADAPTERS",
+    "ADAPTER_CLASSES",
     "ArgBinder",
     "ContextStore",
+    "GDNDecodeAdapter",
+    "MoEFP8BlockScaleAdapter",
     "PatchManager",
     "PatchSpec",
     "get_manager",

@@ -11,9 +11,8 @@ Names and meaning follow the organizers' ``flashinfer_bench.tracer``.
 
 from __future__ import annotations
 
-from .entry import TraceEntry
 from .hook_impl import make_tracing_hook
-from .rules import (
+from .presets import (
     DEDUP_BY_AVG_SEQ_LEN,
     DEDUP_BY_AXES,
     DUMP_ALL,
@@ -22,12 +21,12 @@ from .rules import (
     KEEP_ALL,
     KEEP_RANDOM_ONE,
     KIT_RULES,
-    TracingRule,
     all_dump_rule,
     average_seq_len,
     axes_only_rule,
     dsa_sparse_attention_rule,
     dsa_topk_indexer_rule,
+    dump_int32,
     full_preset,
     gdn_decode_rule,
     gdn_prefill_rule,
@@ -38,6 +37,7 @@ from .rules import (
     policy_keep_random_k,
 )
 from .tracer import Tracer, disable_tracing, enable_tracing, get_tracer, kit_definitions
+from .types import TraceEntry, TracingRule
 
 __all__ = [
     "DEDUP_BY_AVG_SEQ_LEN",
@@ -55,6 +55,7 @@ __all__ = [
     "average_seq_len",
     "axes_only_rule",
     "disable_tracing",
+    "dump_int32",
     "dsa_sparse_attention_rule",
     "dsa_topk_indexer_rule",
     "enable_tracing",
@@ -62,8 +63,8 @@ __all__ = [
     "gdn_decode_rule",
     "gdn_prefill_rule",
     "get_tracer",
-    "make_tracing_hook",
     "kit_definitions",
+    "make_tracing_hook",
     "moe_fp8_rule",
     "policy_dedup_by_avg_seq_len",
     "policy_dedup_by_axes",

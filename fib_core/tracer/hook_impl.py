@@ -1,11 +1,4 @@
-"""``make_tracing_hook(tracer)``: the organizers' bridge from the apply hook to a Tracer.
-
-    >>> from fib_core.apply.hook import set_apply_hook
-    >>> set_apply_hook(make_tracing_hook(get_tracer()))   # doctest: +SKIP
-
-Every call of an ``@apply`` function then reaches ``tracer.collect(def_name, runtime_kwargs)``
-(what :func:`fib_core.tracer.enable_tracing` arranges by itself).
-"""
+"""The apply hook a tracer installs."""
 
 from __future__ import annotations
 
@@ -14,9 +7,14 @@ from typing import Any
 
 
 def make_tracing_hook(tracer: Any) -> Callable[[str, Mapping[str, Any]], None]:
-    """An apply hook that records each call with ``tracer.collect``."""
+    """A hook for ``set_apply_hook`` that records every applied call into ``tracer``.
 
-    def hook(def_name: str, runtime_kwargs: Mapping[str, Any]) -> None:
+    >>> from fib_core.apply import set_apply_hook
+    >>> set_apply_hook(make_tracing_hook(tracer))  # doctest: +SKIP
+    """
+
+    def tracing_hook(def_name: str, runtime_kwargs: Mapping[str, Any]) -> None:
         tracer.collect(def_name, runtime_kwargs)
 
-    return hook
+    tracing_hook.tracer = tracer  # type: ignore[attr-defined]
+    return tracing_hook

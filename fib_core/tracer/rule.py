@@ -1,7 +1,7 @@
-"""The organizers' module path ``fib_core.tracer.rule``: the rule class of :mod:`.rules`."""
+"""TracingRule, where the organizers' layout has it (defined in :mod:`fib_core.tracer.types`)."""
 
 from __future__ import annotations
 
-from .rules import TracingRule
+from .types import TracingRule
 
 __all__ = ["TracingRule"]

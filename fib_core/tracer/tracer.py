@@ -30,8 +30,9 @@ from typing import Any
 
 from fib_core.errors import ConfigError
 
-from .entry import TraceEntry
-from .rules import TracingRule, axes_only_rule, full_preset
+from .hook_impl import make_tracing_hook
+from .presets import axes_only_rule, full_preset
+from .types import TraceEntry, TracingRule
 
 DATASET_ENV = "FIB_DATASET_PATH"
 
@@ -329,7 +330,7 @@ def enable_tracing(
     else:
         _previous_hook = get_apply_hook()
     _tracer = tracer
-    set_apply_hook(tracer.collect)
+    set_apply_hook(make_tracing_hook(tracer))
     _install_exit_hooks()
     return tracer
 
@@ -342,7 +343,7 @@ def disable_tracing() -> dict[str, dict[str, int]]:
     tracer, _tracer = _tracer, None
     if tracer is None:
         return {}
-    if get_apply_hook() == tracer.collect:
+    if getattr(get_apply_hook(), "tracer", None) is tracer:
         set_apply_hook(_previous_hook)
     _previous_hook = None
     return tracer.close()

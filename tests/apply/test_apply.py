@@ -19,8 +19,8 @@ from fib_core.apply import (
     get_apply_hook,
     get_runtime,
     set_apply_hook,
+    set_runtime,
 )
-from fib_core.apply.api import set_runtime
 from fib_core.data import EvaluationStatus
 
 from .conftest import DEF_NAME, toy_trace
@@ -220,8 +220,8 @@ def test_config_is_validated():
 
 def test_keys_round_trip_and_builders_are_registered_per_op_type(toy_set):
     key = ApplyKey(axes=(("n", 3),), feats=(("avg", 1.5),))
-    assert ApplyKey.from_encoded(key.encode()) == key and hash(key) == hash(
-        ApplyKey.from_encoded(key.encode())
+    assert ApplyKey.from_encoded(key.encode) == key and hash(key) == hash(
+        ApplyKey.from_encoded(key.encode)
     )
     definition = toy_set().definitions[DEF_NAME]
     builder = ApplyKeyFactory.specialize(definition)

@@ -12,8 +12,7 @@ import pytest
 import torch
 
 from examples.tiny_gdn.model import DECODE_DEF, PREFILL_DEF, TinyGDN, make_prompts
-from fib_core.apply import ApplyConfig, ApplyRuntime, set_apply_hook
-from fib_core.apply.api import set_runtime
+from fib_core.apply import ApplyConfig, ApplyRuntime, set_apply_hook, set_runtime
 from fib_core.data import (
     Correctness,
     Environment,

@@ -9,8 +9,7 @@ import textwrap
 import pytest
 import torch
 
-from fib_core.apply import ApplyConfig, ApplyRuntime, set_apply_hook
-from fib_core.apply.api import set_runtime
+from fib_core.apply import ApplyConfig, ApplyRuntime, set_apply_hook, set_runtime
 from fib_core.data import (
     Correctness,
     Environment,
@@ -78,7 +77,7 @@ def test_patch_function_method_and_staticmethod_then_restore(fake_module):
     manager = PatchManager()
     calls = []
 
-    def factory(original, spec):
+    def factory(spec, original):
         def wrapper(*args, **kwargs):
             calls.append(spec.name)
             return original(*args, **kwargs)
@@ -105,7 +104,7 @@ def test_patch_function_method_and_staticmethod_then_restore(fake_module):
 
 def test_missing_targets_return_false(fake_module):
     manager = PatchManager()
-    factory = lambda original, spec: original  # noqa: E731
+    factory = lambda spec, original: original  # noqa: E731
     assert not manager.patch(PatchSpec("fakelib.ops.nothing", "function", "x"), factory)
     assert not manager.patch(PatchSpec("nolib_at_all.mod.fn", "function", "x"), factory)
     assert not manager.patch(PatchSpec("fakelib.ops.Missing.run", "method", "x"), factory)
@@ -119,8 +118,8 @@ def test_arg_binder_and_context_store():
     def f(q, k, scale=None, *, flag=False):
         return None
 
-    binder = ArgBinder.for_callable(f)
-    assert ArgBinder.for_callable(f) is binder
+    binder = ArgBinder.from_callable(f)
+    assert ArgBinder.from_callable(f) is binder
     assert binder.bind((1, 2), {}) == {"q": 1, "k": 2, "scale": None, "flag": False}
     assert binder.bind((1,), {"k": 2, "flag": True})["flag"] is True
     with pytest.raises(TypeError):

@@ -193,7 +193,7 @@ def test_enable_tracing_hooks_apply_and_disable_flushes(tmp_path, monkeypatch):
         return None
 
     tracer = enable_tracing()
-    assert get_tracer() is tracer and get_apply_hook() == tracer.collect
+    assert get_tracer() is tracer and get_apply_hook().tracer is tracer
     assert tracer.out_dir == root / "traces" / "workloads"
     decode(**decode_args(2))
     decode(*decode_args(3).values())
