@@ -333,14 +333,15 @@ def test_merge_and_export_tracesets(tiny_root: Path, tmp_path: Path):
 
 
 def test_organizers_module_paths_hold_the_same_objects():
+    from fib_core import integration, tracer
     from fib_core.apply import api, hook
-    from fib_core.integration import patch, patch_manager, utils
-    from fib_core.tracer import presets, rule, rules, types
+    from fib_core.integration import patch_manager, utils
+    from fib_core.tracer import presets, rule, types
 
     assert hook.set_apply_hook is api.set_apply_hook and hook.get_apply_hook is api.get_apply_hook
-    assert types.TracingRule is rule.TracingRule is rules.TracingRule
-    assert presets.policy_keep_first_k is rules.policy_keep_first_k
-    assert patch_manager.get_manager is patch.get_manager
+    assert types.TracingRule is rule.TracingRule is tracer.TracingRule
+    assert presets.policy_keep_first_k is tracer.policy_keep_first_k
+    assert patch_manager.get_manager is integration.get_manager
     from fib_core.apply.binding import ArgBinder
 
     assert utils.ArgBinder is ArgBinder
