@@ -6,6 +6,8 @@ import re
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from fib_core.project.config import SCHEMA, config_from_dict
 
 
@@ -49,3 +51,26 @@ def test_every_script_flag_in_readme_exists(repo_root: Path) -> None:
     section = text.split("`run_local.py` packs", 1)[1].split("###", 1)[0]
     for flag in re.findall(r"`(--[a-z-]+)", section):
         assert f'"{flag}"' in run_local or f"'{flag}'" in run_local, flag
+
+
+@pytest.mark.slow
+def test_api_example_runs_as_written_on_the_embedded_dataset(repo_root: Path, tmp_path: Path):
+    """The "Using fib_core directly" snippet, executed unchanged in a fork of the kit."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    text = readme(repo_root)
+    section = text.split("## Using fib_core directly", 1)[1]
+    snippet = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    fork = tmp_path / "fork"
+    shutil.copytree(repo_root / "solution", fork / "solution")
+    shutil.copy(repo_root / "config.toml", fork / "config.toml")
+    env = dict(os.environ, PYTHONPATH=str(repo_root))
+    env.pop("FIB_DATASET_PATH", None)
+    proc = subprocess.run([sys.executable, "-c", snippet], cwd=fork, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    uuid, status, latency = proc.stdout.strip().splitlines()[-1].split()
+    assert len(uuid) == 8 and status == "PASSED" and float(latency) > 0
