@@ -198,6 +198,13 @@ def check_structure(
                 f"output {name!r} has dtype {_name(got.dtype, dtype_name)}, expected "
                 f"{_name(want.dtype, dtype_name)}",
             )
+        if got.device.type == "meta":
+            return CheckResult(
+                EvaluationStatus.RUNTIME_ERROR,
+                None,
+                f"output {name!r} is a meta-device tensor (a shape without data); return "
+                f"it on the inputs' device ({want.device.type})",
+            )
     return None
 
 

@@ -198,8 +198,11 @@ def generate_inputs(
     ``input_set`` selects another independent draw of the random inputs (blobs and scalars are
     the same in every set); ``blob_cache`` lets several sets share one loaded blob tensor.
     """
+    from fib_core.bench.memory_budget import check_fits
     from fib_core.data.workload import RandomInput, SafetensorsInput, ScalarInput
 
+    if input_set == 0:
+        check_fits(definition, workload, device)
     shapes = definition.input_shapes(workload.axes)
     gen = make_generator(seed, workload.uuid, device, input_set)
     structured = _structured_inputs(definition, workload, gen, device, shapes)

@@ -70,6 +70,37 @@ def check_str(value: Any, field: str, *, non_empty: bool = True) -> str:
     return value
 
 
+# Longest name a file name can be built from (255 bytes, less room for a suffix such as
+# ".safetensors" or a uuid).
+MAX_NAME_BYTES = 200
+
+
+def check_file_name(value: Any, field: str) -> str:
+    """A non-empty string usable as one file or folder name: no '/', '\\', NUL, no '..'.
+
+    Definition names and op_types become folders of the dataset and the caches; a name that
+    climbs out (``../x``, ``/tmp/x``) would make the kit write outside them.
+    """
+    check_str(value, field)
+    bad = (
+        "/" in value
+        or "\\" in value
+        or "\0" in value
+        or ".." in value
+        or value.startswith(".")
+        or len(value.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES
+    )
+    if bad:
+        raise SchemaError(
+            f"a name usable as a file name (no '/', '\\', '..', NUL, leading '.'; at most "
+            f"{MAX_NAME_BYTES} bytes)",
+            field=field,
+            found=value,
+            hint="rename it, e.g. letters, digits and '_' only",
+        )
+    return value
+
+
 def check_opt_str(value: Any, field: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise SchemaError("a string or null", field=field, found=shown(value))
@@ -109,7 +140,7 @@ def check_str_dict(value: Any, field: str) -> dict[str, str]:
 
 
 # Non-finite floats: the organizers' models write them as these strings; plain JSON has no
-# token for them (Python's json module accepts bare Infinity/NaN too, which we also take).
+# token for them, and the loaders reject the bare literals Python's json module would accept.
 _NONFINITE_IN = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from fib_core.errors import LfsPointerError, SchemaError, is_lfs_pointer
 
+from .containment import is_lexically_inside
 from .errors import DatasetError, DatasetNotFoundError
 
 if TYPE_CHECKING:
@@ -19,15 +20,30 @@ if TYPE_CHECKING:
 
 
 def resolve_blob_path(root: Path | None, path: str | Path) -> Path:
-    """Absolute paths are kept; relative ones (``./blob/...`` or ``blob/...``) join the root."""
+    """A workload's blob path (``./blob/...`` or ``blob/...``) joined to the dataset root.
+
+    A path that climbs out of the root, or an absolute one elsewhere than under the root, is
+    refused: a dataset names files inside itself, never elsewhere on the machine.
+    """
+    from .workload_checks import blob_path_problem
+
     p = Path(path)
-    if p.is_absolute():
-        return p
+    if root is None and p.is_absolute():
+        return p  # an in-memory set built by code: there is no dataset folder to stay inside
     if root is None:
         raise DatasetError(
             f"{path}: a relative blob path needs a dataset root; load the TraceSet with from_path"
         )
-    return Path(root) / p
+    if p.is_absolute():
+        problem = None if is_lexically_inside(p, Path(root)) else "outside the dataset root"
+    else:
+        problem = blob_path_problem(str(path))
+    if problem:
+        raise DatasetError(
+            f"blob path {str(path)!r}: it is {problem}; blob paths are relative to the dataset "
+            "root and stay inside it (move the blob under the dataset's blob/ folder)"
+        )
+    return p if p.is_absolute() else Path(root) / p
 
 
 def load_blob(path: Path) -> dict[str, torch.Tensor]:

@@ -188,8 +188,8 @@ class Definition:
     )
 
     def __post_init__(self) -> None:
-        s.check_str(self.name, "name")
-        s.check_str(self.op_type, "op_type")
+        s.check_file_name(self.name, "name")
+        s.check_file_name(self.op_type, "op_type")
         s.check_opt_str(self.description, "description")
         s.check_str_list(self.tags, "tags")
         s.check_str_list(self.constraints, "constraints")

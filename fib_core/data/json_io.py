@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 
 from fib_core.errors import LFS_POINTER_PREFIX, LfsPointerError, SchemaError
 
+from ._schema import write_float
+
 T = TypeVar("T")
 
 _LFS_TEXT = LFS_POINTER_PREFIX.decode("ascii")
@@ -31,26 +33,70 @@ def _read_text(path: Path) -> str:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
-        raise SchemaError("UTF-8 text", file=path, found=f"undecodable byte at offset {err.start}") from None
+        raise SchemaError(
+            "UTF-8 text", file=path, found=f"undecodable byte at offset {err.start}"
+        ) from None
     if text.startswith(_LFS_TEXT):
         raise LfsPointerError(path)
     return text
 
 
+class _NonStandardJson(ValueError):
+    """A bare ``NaN``/``Infinity`` literal: Python's json module takes it, other tools do not."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__(token)
+        self.token = token
+
+
+def _reject_constant(token: str) -> Any:
+    raise _NonStandardJson(token)
+
+
+_NON_STANDARD_HINT = 'write non-finite numbers as the strings "NaN", "Infinity", "-Infinity"'
+_TOO_DEEP = "a JSON value nested less deeply (the file is broken or not a dataset file)"
+
+
+def _parse_error(err: Exception, text: str, path: Path, line: int | None) -> SchemaError:
+    """One located :class:`SchemaError` for a failed ``json.loads`` of ``text``."""
+    if isinstance(err, _NonStandardJson):
+        where = line if line is not None else text[: text.find(err.token)].count("\n") + 1
+        return SchemaError(
+            "standard JSON",
+            file=path,
+            line=where,
+            found=f"bare {err.token}",
+            hint=_NON_STANDARD_HINT,
+        )
+    if isinstance(err, json.JSONDecodeError):
+        return SchemaError(
+            "valid JSON" if line is None else "one JSON object per line",
+            file=path,
+            line=err.lineno if line is None else line,
+            found=f"{err.msg} at column {err.colno}",
+        )
+    return SchemaError(_TOO_DEEP, file=path, line=line, found="nesting too deep to parse")
+
+
+def parse_json(text: str, path: Path, line: int | None = None) -> Any:
+    """``json.loads`` that takes only standard JSON; every failure (syntax, bare NaN/Infinity,
+    nesting too deep for the parser) becomes one :class:`SchemaError` naming file and line."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except (json.JSONDecodeError, _NonStandardJson, RecursionError) as err:
+        raise _parse_error(err, text, path, line) from None
+
+
 def load_json(path: str | Path, cls: type[T]) -> T:
     """Load one object of ``cls`` (a schema class with ``from_dict``) from a JSON file."""
     path = Path(path)
-    text = _read_text(path)
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise SchemaError(
-            "valid JSON", file=path, line=err.lineno, found=f"{err.msg} at column {err.colno}"
-        ) from None
+    raw = parse_json(_read_text(path), path)
     try:
         return cls.from_dict(raw)  # type: ignore[attr-defined]
     except SchemaError as err:
         raise err.located(path) from None
+    except RecursionError:
+        raise SchemaError(_TOO_DEEP, file=path, found="nesting too deep") from None
 
 
 def is_truncated_json(text: str) -> bool:
@@ -92,21 +138,16 @@ def iter_jsonl(path: str | Path) -> Iterable[tuple[int, Any]]:
         if not line or line.isspace():
             continue
         try:
-            yield lineno, loads(line)
-        except json.JSONDecodeError as err:
-            if is_truncated_json(line):
+            yield lineno, loads(line, parse_constant=_reject_constant)
+        except (json.JSONDecodeError, _NonStandardJson, RecursionError) as err:
+            if isinstance(err, json.JSONDecodeError) and is_truncated_json(line):
                 warnings.warn(
                     f"{path}:{lineno}: skipped an incomplete record (an interrupted write?)",
                     TruncatedRecordWarning,
                     stacklevel=2,
                 )
                 continue
-            raise SchemaError(
-                "one JSON object per line",
-                file=path,
-                line=lineno,
-                found=f"{err.msg} at column {err.colno}",
-            ) from None
+            raise _parse_error(err, line, path, lineno) from None
 
 
 def load_jsonl(path: str | Path, cls: type[T], **from_dict_kwargs: Any) -> list[T]:
@@ -124,6 +165,8 @@ def load_jsonl(path: str | Path, cls: type[T], **from_dict_kwargs: Any) -> list[
             out.append(from_dict(raw))
         except SchemaError as err:
             raise err.located(path, lineno) from None
+        except RecursionError:
+            raise SchemaError(_TOO_DEEP, file=path, line=lineno, found="nesting too deep") from None
     return out
 
 
@@ -149,16 +192,33 @@ def atomic_write_text(path: Path, data: str) -> None:
         raise
 
 
+def _finite(value: Any) -> Any:
+    """A copy where non-finite floats become the format's strings ("NaN", "Infinity")."""
+    if isinstance(value, float):
+        return write_float(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def to_standard_json(data: Any, **kwargs: Any) -> str:
+    """``json.dumps`` that never writes a bare NaN/Infinity (which the loaders reject): a
+    non-finite float, wherever it sits, is written as the format's string form."""
+    try:
+        return json.dumps(data, allow_nan=False, ensure_ascii=False, **kwargs)
+    except ValueError:
+        return json.dumps(_finite(data), allow_nan=False, ensure_ascii=False, **kwargs)
+
+
 def dump_json(obj: Any, path: str | Path) -> None:
     """Write one object as indented JSON, atomically (a reader never sees half a file)."""
-    atomic_write_text(Path(path), json.dumps(to_json_data(obj), indent=2, ensure_ascii=False) + "\n")
+    atomic_write_text(Path(path), to_standard_json(to_json_data(obj), indent=2) + "\n")
 
 
 def _jsonl_lines(objs: Iterable[Any]) -> str:
-    dumps = json.dumps
-    return "".join(
-        dumps(to_json_data(o), separators=(",", ":"), ensure_ascii=False) + "\n" for o in objs
-    )
+    return "".join(to_standard_json(to_json_data(o), separators=(",", ":")) + "\n" for o in objs)
 
 
 def dump_jsonl(objs: Iterable[Any], path: str | Path) -> None:

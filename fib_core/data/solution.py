@@ -38,16 +38,44 @@ def check_relative_path(path: Any, field_name: str) -> str:
     bad = (
         path.startswith("/")
         or "\\" in path
+        or "\0" in path
         or (len(path) > 1 and path[1] == ":")
         or any(part in ("", "..") for part in path.split("/"))
     )
     if bad:
         raise SchemaError(
-            "a relative path inside the solution (no leading '/', no '..', no empty parts)",
+            "a relative path inside the solution (no leading '/', no '..', no empty parts, "
+            "no NUL byte)",
             field=field_name,
             found=path,
         )
+    long_part = next((p for p in path.split("/") if len(p.encode("utf-8", "surrogatepass"))
+                      > MAX_PATH_PART_BYTES), None)
+    if long_part is not None:
+        raise SchemaError(
+            f"file and folder names of at most {MAX_PATH_PART_BYTES} bytes",
+            field=field_name,
+            found=path,
+            hint=f"shorten {long_part[:20]}...",
+        )
     return path
+
+
+# The longest file name common file systems take.
+MAX_PATH_PART_BYTES = 255
+
+
+def folder_clash(paths: list[str]) -> tuple[str, str] | None:
+    """(file, other) when ``file`` is also used as a folder by ``other`` (``a`` and ``a/b.py``):
+    both cannot exist on disk, so the build would fail half-way through writing the sources."""
+    as_files = set(paths)
+    for path in paths:
+        parts = path.split("/")
+        for i in range(1, len(parts)):
+            folder = "/".join(parts[:i])
+            if folder in as_files:
+                return folder, path
+    return None
 
 
 @dataclass
@@ -189,6 +217,15 @@ class Solution:
                 raise SchemaError("unique source paths", field=f"sources[{i}].path",
                                   found=src.path)
             seen.add(src.path)
+        clash = folder_clash([src.path for src in self.sources])
+        if clash is not None:
+            index = next(i for i, src in enumerate(self.sources) if src.path == clash[0])
+            raise SchemaError(
+                "a file name that no other source uses as a folder",
+                field=f"sources[{index}].path",
+                found=clash[0],
+                hint=f"{clash[1]!r} puts a file inside it; rename one of the two",
+            )
         if self.spec.entry_file not in seen:
             raise SchemaError(
                 f"a file listed in sources ({', '.join(sorted(seen))})",

@@ -9,6 +9,7 @@ lives in memory only and the add methods never touch disk.
 from __future__ import annotations
 
 import gc
+import hashlib
 import os
 import re
 import shutil
@@ -24,9 +25,10 @@ from . import scoring
 from .blobs import load_blob, resolve_blob_path, save_blob
 from .definition import Definition
 from .errors import DatasetError, DatasetNotFoundError, UnknownDefinitionError
-from .json_io import append_jsonl, dump_json, load_json, load_jsonl
+from .json_io import append_jsonl, dump_json, iter_jsonl, load_json, load_jsonl
 from .solution import Solution
 from .trace import ParseCache, Trace
+from .workload_checks import check_workload
 
 if TYPE_CHECKING:
     import torch
@@ -45,9 +47,16 @@ def default_dataset_root() -> Path:
 _UNSAFE_PATH_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+_MAX_SEGMENT = 100
+
+
 def _path_segment(text: str) -> str:
-    """A string made safe as one folder name (author names are free text)."""
+    """A string made safe as one folder name (author and solution names are free text);
+    a very long one is cut and given a digest of the whole, so it stays unique and short."""
     cleaned = _UNSAFE_PATH_CHARS.sub("_", text).strip("._")
+    if len(cleaned) > _MAX_SEGMENT:
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        cleaned = f"{cleaned[:_MAX_SEGMENT - 13]}-{digest}"
     return cleaned or "unknown"
 
 
@@ -131,8 +140,12 @@ class TraceSet:
             ts.solutions.setdefault(sol.definition, []).append(sol)
         cache = ParseCache()
         for file in _files(root / "workloads", "*.jsonl"):
-            for trace in load_jsonl(file, Trace, cache=cache):
-                ts._check_workload(trace, file)
+            for lineno, raw in iter_jsonl(file):
+                try:
+                    trace = Trace.from_dict(raw, cache=cache)
+                except SchemaError as err:
+                    raise err.located(file, lineno) from None
+                ts._check_workload(trace, file, lineno)
                 ts.workloads.setdefault(trace.definition, []).append(trace)
         for file in _files(root / "traces", "*.jsonl"):
             for trace in load_jsonl(file, Trace, cache=cache):
@@ -140,25 +153,16 @@ class TraceSet:
                 bucket.setdefault(trace.definition, []).append(trace)
         return ts
 
-    def _check_workload(self, trace: Trace, file: Path | None = None) -> None:
-        """A workload must give every var axis and name only inputs of its definition."""
+    def _check_workload(self, trace: Trace, file: Path | None = None,
+                        line: int | None = None) -> None:
+        """A workload must fit its definition (axes, input names and kinds, blob paths)."""
         definition = self.definitions.get(trace.definition)
         if definition is None:
             return  # a workload of a definition this dataset lacks is kept but not checked
-        workload = trace.workload
-        where = f"workload {workload.uuid}"
-        for axis_name in definition.var_axes:
-            if axis_name not in workload.axes:
-                raise SchemaError(
-                    f"a value for var axis {axis_name!r}", file=file,
-                    field=f"workload.axes.{axis_name}", hint=where,
-                )
-        for name in workload.inputs:
-            if name not in definition.inputs:
-                raise SchemaError(
-                    f"an input of {definition.name} ({', '.join(definition.inputs)})",
-                    file=file, field="workload.inputs", found=name, hint=where,
-                )
+        try:
+            check_workload(definition, trace.workload)
+        except SchemaError as err:
+            raise err.located(file, line) from None
 
     # --- plain data and lookups ------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from fib_core.data.containment import link_escape
 from fib_core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -65,6 +66,12 @@ def collect_sources(source_dir: Path) -> list[tuple[str, str]]:
             continue
         if rel.parts[0].endswith(".egg-info"):
             continue
+        target = link_escape(path, source_dir)
+        if target is not None:
+            raise ConfigError(
+                f"{path}: a symbolic link to {target}, outside {source_dir}; a solution packs "
+                "only its own files (copy the file into the folder or remove the link)"
+            )
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:

@@ -62,12 +62,23 @@ def _source_root(path: Path) -> Path:
 
 
 def _dataset_files(root: Path) -> list[Path]:
+    """The dataset's files; a symbolic link that leads outside ``root`` is refused, so a merge
+    never copies (or publishes) a file from elsewhere on the machine."""
+    from fib_core.data.containment import link_escape
+
     files: list[Path] = []
     for sub in DATASET_FOLDERS:
         base = root / sub
         if base.is_dir():
             files += sorted(
                 p for p in base.rglob("*") if p.is_file() and not p.name.startswith(".")
+            )
+    for f in files:
+        target = link_escape(f, root)
+        if target is not None:
+            raise FibError(
+                f"report merge: {f} is a symbolic link to {target}, outside {root}; copy the "
+                "file into the dataset or remove the link"
             )
     return files
 

@@ -364,6 +364,10 @@ class RunResults:
                 f"{path}:{err.lineno}: not valid JSON ({err.msg}); the file is corrupt or "
                 "truncated, re-run to write a new one"
             ) from None
+        except RecursionError:
+            raise ResultsFileError(
+                f"{path}: JSON nested too deeply to read; not a results file, re-run to write one"
+            ) from None
         return cls.from_dict(data, source=str(path))
 
 

@@ -69,3 +69,24 @@ def example_solution() -> SolutionFactory:
 def cache_dir(tmp_path: Path) -> Path:
     """A fresh build cache per test, so cache hits are the test's own doing."""
     return tmp_path / "cache"
+
+
+# Headers torch's C++/CUDA extension headers include: a toolkit without them (a slim nvcc-only
+# install, a pip-installed nvcc) cannot build a torch-binding CUDA solution.
+TORCH_EXTENSION_HEADERS = ("cuda_runtime.h", "cusparse.h", "cublas_v2.h", "cusolverDn.h")
+
+
+def incomplete_cuda_toolkit() -> str | None:
+    """Why the CUDA toolkit cannot build torch-binding extensions (None when it can)."""
+    from fib_core.compile.toolchain import find_cuda_home
+    from fib_core.errors import BuildError
+
+    try:
+        home = find_cuda_home()
+    except BuildError as err:
+        return str(err)
+    folders = [home / "include", *(home / "targets").glob("*/include")]
+    missing = [h for h in TORCH_EXTENSION_HEADERS if not any((f / h).is_file() for f in folders)]
+    if missing:
+        return f"the CUDA toolkit at {home} lacks {', '.join(missing)} (incomplete install)"
+    return None

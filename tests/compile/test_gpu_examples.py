@@ -14,6 +14,8 @@ import torch
 from fib_core.compile import BuildOptions, build
 from fib_core.compile.arch import arch_for_capability
 
+from .conftest import incomplete_cuda_toolkit
+
 pytestmark = pytest.mark.gpu
 
 EXAMPLES = {
@@ -40,6 +42,8 @@ def gpu_cache(tmp_path_factory):
 def test_example_is_correct_on_the_current_stream(kind, with_y, example_solution, toy_definition, gpu_cache) -> None:
     if kind == "torch" and not _nvcc_matches_torch():
         pytest.skip(f"nvcc major differs from torch's CUDA {torch.version.cuda}: torch refuses to build")
+    if kind == "torch" and (reason := incomplete_cuda_toolkit()):
+        pytest.skip(reason)
     folder, spec = EXAMPLES[kind]
     # no cuda_arch given: detected from the GPU (sm_90a on H100/H200)
     runnable = build(example_solution(folder, **spec), toy_definition, BuildOptions(cache_dir=gpu_cache))

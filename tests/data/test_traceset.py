@@ -113,7 +113,7 @@ def test_workload_must_cover_var_axes_and_known_inputs(dataset, build, def_name)
     del bad["workload"]["axes"]["pages"]
     path = _write(dataset / "workloads" / "toy" / f"{def_name}.jsonl",
                   [build.trace(solution=None), bad])
-    with pytest.raises(SchemaError, match=rf"^{path}: workload\.axes\.pages: a value for var axis "
+    with pytest.raises(SchemaError, match=rf"^{path}:2: workload\.axes\.pages: a value for var axis "
                                           r"'pages' \(workload w-9\)"):
         TraceSet.from_path(dataset)
     bad = build.trace(solution=None, workload_uuid="w-9")
