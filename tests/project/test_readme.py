@@ -74,3 +74,16 @@ def test_api_example_runs_as_written_on_the_embedded_dataset(repo_root: Path, tm
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     uuid, status, latency = proc.stdout.strip().splitlines()[-1].split()
     assert len(uuid) == 8 and status == "PASSED" and float(latency) > 0
+
+
+def test_ci_installs_into_a_fresh_virtualenv(repo_root: Path) -> None:
+    """CI must see what a clean machine sees: its own venv, no system site packages, the venv
+    git-ignored, and a test run that collected nothing (pytest's exit 5) is a failure."""
+    script = (repo_root / ".ci" / "run").read_text()
+    venv = re.search(r"^VENV=(\S+)", script, re.M)
+    assert venv, ".ci/run must name its virtualenv folder"
+    assert 'python3 -m venv --clear "$VENV"' in script
+    assert "system-site-packages" not in script
+    assert 'source "$VENV/bin/activate"' in script
+    assert f"{venv.group(1)}/" in (repo_root / ".gitignore").read_text().splitlines()
+    assert re.search(r'if \[ "\$status" -eq 5 \]', script) and 'exit "$status"' in script
