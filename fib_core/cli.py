@@ -202,8 +202,13 @@ def _run(args: argparse.Namespace, console: Any) -> int:
         console.print()
         summary = render_results(results, console)
         failed = failed or not summary.all_passed
-    if dump and trace_set.root is not None:
+    problems = benchmark.save_problems
+    if dump and trace_set.root is not None and not problems:
         console.print(f"traces appended under {trace_set.root / 'traces'}", highlight=False)
+    for line in problems:
+        print(f"error: {line}", file=sys.stderr)
+    if problems:  # measured and kept, but not in the dataset: the user has to act
+        return EXIT_ERROR
     return EXIT_FAILED if failed else EXIT_OK
 
 

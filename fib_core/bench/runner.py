@@ -25,6 +25,7 @@ from fib_core.bench.events import (
 )
 from fib_core.bench.pool import WorkerDied, WorkerHandle, default_log_dir
 from fib_core.bench.protocol import EvalResult, EvalTask
+from fib_core.bench.run_lock import ResumeLock, merge_stored_traces
 
 # The organizers' runner names live in this module's namespace too (see runner_api).
 from fib_core.bench.runner_api import BaselineHandle as BaselineHandle
@@ -32,6 +33,7 @@ from fib_core.bench.runner_api import DeviceBaseline as DeviceBaseline
 from fib_core.bench.runner_api import Runner as Runner
 from fib_core.bench.runner_api import RunnerError as RunnerError
 from fib_core.bench.runner_api import RunnerFatalError as RunnerFatalError
+from fib_core.bench.trace_sink import TraceSink
 from fib_core.bench.traces import finished_pairs, is_finished, make_trace
 from fib_core.errors import FibError
 
@@ -85,6 +87,8 @@ class Benchmark:
         callback = on_event or progress or self.on_event
         definition = self._definition(solution)
         items = self._workloads(definition.name, workloads)
+        if resume and dump_traces and self.trace_set.root is not None:
+            self._lock_resume(definition.name, solution.name, callback)
         done = finished_pairs(self.trace_set, definition.name) if resume else {}
         emit(callback, SolutionStarted(solution.name, definition.name, len(items)))
         traces = []
@@ -95,13 +99,15 @@ class Benchmark:
             emit(callback, WorkloadStarted(workload.uuid, index, len(items), solution.name))
             trace = self._run_one(definition, solution, workload, callback)
             if dump_traces:
-                self.trace_set.add_traces([trace])
+                self._trace_sink(callback).save([trace])
             traces.append(trace)
             emit(callback, WorkloadFinished(trace, index, len(items)))
+        self._unlock_resume()
         return traces
 
     def close(self) -> None:
         """Stop the worker and remove its logs."""
+        self._unlock_resume()
         if self._worker is not None:
             self._worker.close()
             self._worker = None
@@ -138,6 +144,33 @@ class Benchmark:
             chosen = [r.workload for r in records]
             return [w for w in chosen if self.config.matches_workload(w.uuid)]
         return [getattr(w, "workload", w) for w in workloads]
+
+    def _lock_resume(self, definition: str, solution: str, callback: EventFn | None) -> None:
+        """Wait for a concurrent resumed run of this solution, then take in what it stored."""
+        self._unlock_resume()
+        self._resume_lock = ResumeLock(self.trace_set.root, definition, solution,
+                                       on_wait=lambda line: emit(callback, Log(line, "warning")))
+        self._resume_lock.acquire()
+        merge_stored_traces(self.trace_set, definition)
+
+    def _unlock_resume(self) -> None:
+        lock = getattr(self, "_resume_lock", None)
+        if lock is not None:
+            lock.release()
+            self._resume_lock = None
+
+    def _trace_sink(self, callback: EventFn | None) -> TraceSink:
+        """Where measured traces go: the dataset, or a named fallback file if it refuses them."""
+        if getattr(self, "_sink", None) is None:
+            self._sink = TraceSink(self.trace_set)
+        self._sink.on_problem = lambda line: emit(callback, Log(line, "warning"))
+        return self._sink
+
+    @property
+    def save_problems(self) -> list[str]:
+        """One line per failure to append traces to the dataset (each names the fallback file)."""
+        sink = getattr(self, "_sink", None)
+        return list(sink.problems) if sink is not None else []
 
     def _acquire_worker(self, callback: EventFn | None) -> WorkerHandle:
         if self._worker is not None and self._worker.alive:

@@ -230,7 +230,8 @@ def append_jsonl(path: str | Path, objs: Iterable[Any]) -> None:
     """Append records in one write, flushed and fsynced.
 
     If the file does not end in a newline (a previous writer died mid-record), a newline goes
-    first, so the partial record stays a line of its own and the new records load intact.
+    first, so the partial record stays a line of its own and the new records load intact. A
+    write that fails (full disk, file-size limit) is undone before the error is raised.
     """
     path = Path(path)
     payload = _jsonl_lines(objs)
@@ -238,6 +239,7 @@ def append_jsonl(path: str | Path, objs: Iterable[Any]) -> None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    size = 0
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -248,5 +250,15 @@ def append_jsonl(path: str | Path, objs: Iterable[Any]) -> None:
             written = os.write(fd, view)
             view = view[written:]
         os.fsync(fd)
+    except BaseException as err:
+        # A full disk or a file-size limit can stop the write half-way: cut the file back so
+        # no half record is left, then let the caller decide where the records go instead.
+        try:
+            os.ftruncate(fd, size)
+        except OSError:
+            pass
+        if isinstance(err, OSError) and err.filename is None:  # name the file in the message
+            raise OSError(err.errno, err.strerror, str(path)) from None
+        raise
     finally:
         os.close(fd)

@@ -21,6 +21,7 @@ Example (what ``run_local.py`` does)::
 
 from __future__ import annotations
 
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -328,6 +329,7 @@ def finish(
     """Print table and summary, write --json, show --compare; 0 only if every workload passed."""
     from rich.console import Console
 
+    from fib_core.bench.trace_sink import write_or_fallback
     from fib_core.report.render import render_results
     from fib_core.report.results import RunResults
 
@@ -353,16 +355,29 @@ def finish(
         from fib_core.bench.cross_check import print_cross_check
 
         print_cross_check(cross, cross_notes, console)
+    problems = []
     if opts.json_path is not None:
-        results.to_json(opts.json_path)
-        console.print(f"results written to {opts.json_path}")
+        written, problem = write_or_fallback(results.to_json, opts.json_path, "results")
+        problems.append(problem)
+        if problem is None:
+            console.print(f"results written to {written}")
     if opts.traces_path is not None:
         from fib_core.data.json_io import append_jsonl
 
-        opts.traces_path.parent.mkdir(parents=True, exist_ok=True)
-        append_jsonl(opts.traces_path, traces)
-        console.print(f"traces appended to {opts.traces_path}")
+        def append(path: Path) -> None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            append_jsonl(path, traces)
+
+        written, problem = write_or_fallback(append, opts.traces_path, "traces")
+        problems.append(problem)
+        if problem is None:
+            console.print(f"traces appended to {written}")
     if opts.recording is not None:
         opts.recording.keep(results, console, cross_check=cross)
+    problems = [p for p in problems if p]
+    for line in problems:
+        print(f"error: {line}", file=sys.stderr)
     failed = [t for t in traces if t.evaluation is None or t.evaluation.status.value != "PASSED"]
+    if problems:
+        return 2  # the measurements are kept, but not where the user asked
     return 1 if failed or not traces else 0

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -108,7 +109,11 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def run_cli(
-    args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 120
+    args: list[str],
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    timeout: float = 180,
+    **popen: Any,
 ) -> subprocess.CompletedProcess:
     """``python -m fib_core ARGS`` from ``cwd`` with this checkout on the path."""
     full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
@@ -119,4 +124,5 @@ def run_cli(
         capture_output=True,
         text=True,
         timeout=timeout,
+        **popen,
     )
