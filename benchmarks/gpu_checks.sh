@@ -3,6 +3,7 @@
 # time limit so one slow step cannot starve the others. Logs and JSON go to $OUT.
 #   OUT=gpu-results bash benchmarks/gpu_checks.sh [step ...]
 # Steps: harness run_local modal_body timing reference_timing references starters debug_tools
+#        report cross_check (report: REPORT_ARGS adds run_local arguments, default --quick)
 # (starters: STARTER_DEFS picks definitions, STARTER_ARGS adds run_local arguments)
 set -u
 OUT=$(realpath -m "${OUT:-gpu-results}")
@@ -61,6 +62,40 @@ dsa_topk_indexer_fp8_h64_d128_topk2048_ps64 moe_fp8_block_scale_ds_routing_topk8
             # shellcheck disable=SC2086
             step "starter-${def:0:12}" "${STARTER_LIMIT:-100}" \
                 python3 scripts/run_local.py --json "$OUT/$def.json" ${STARTER_ARGS:-}
+        done
+        popd > /dev/null ;;
+    report)
+        # Run ledger and HTML report on a scratch fork: two runs of the default starter (the
+        # second with the timer cross-check, compared with the first), one quick run of the
+        # MoE starter, then the page, the history and the ledger itself into $OUT.
+        # A PNG of the page: python3 scripts/report.py --ledger $OUT/ledger.jsonl --png x.png
+        fork=$(mktemp -d)/fork
+        cp -r . "$fork"
+        pushd "$fork" > /dev/null || exit 1
+        rm -rf runs
+        # shellcheck disable=SC2086
+        step report-run1 300 python3 scripts/run_local.py ${REPORT_ARGS:---quick}
+        # shellcheck disable=SC2086
+        step report-run2 300 python3 scripts/run_local.py ${REPORT_ARGS:---quick} --cross-check \
+            --compare last
+        python3 scripts/switch_track.py moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048 \
+            --force > /dev/null
+        step report-moe 200 python3 scripts/run_local.py --quick --cross-check
+        step report-page 60 python3 scripts/report.py --out "$OUT/report.html"
+        step report-history 30 python3 scripts/history.py
+        cp runs/ledger.jsonl "$OUT/ledger.jsonl"
+        popd > /dev/null ;;
+    cross_check)
+        # The timer cross-check of every definition's starter (quick subset, not recorded).
+        fork=$(mktemp -d)/fork
+        cp -r . "$fork"
+        pushd "$fork" > /dev/null || exit 1
+        for def in gdn_decode_qk4_v8_d128_k_last gdn_prefill_qk4_v8_d128_k_last \
+            dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64 \
+            dsa_topk_indexer_fp8_h64_d128_topk2048_ps64 \
+            moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048; do
+            python3 scripts/switch_track.py "$def" --force > /dev/null
+            step "xcheck-${def:0:12}" 200 python3 scripts/run_local.py --quick --cross-check --no-ledger
         done
         popd > /dev/null ;;
     esac

@@ -259,7 +259,7 @@ def _history(sec: ReportSection, key: str) -> str:
 
 
 def _cross_check(rec: LedgerRecord, key: str) -> str:
-    from fib_core.bench.cross_check import METHODS, NEEDS_GPU, CrossCheckRow
+    from fib_core.bench.cross_check import METHODS, MODEL_NOTE, NEEDS_GPU, CrossCheckRow
 
     asked = bool(rec.config.get("cross_check"))
     if not rec.cross_check:
@@ -279,6 +279,7 @@ def _cross_check(rec: LedgerRecord, key: str) -> str:
             _td(r.uuid[:8], left=True, title=r.uuid),
             _td(label, left=True),
             _td(str(r.kernels or "?")),
+            _td(fmt_ms(r.busy_ms)),
         ]
         for m in METHODS:
             if m in r.latencies_ms:
@@ -287,11 +288,16 @@ def _cross_check(rec: LedgerRecord, key: str) -> str:
             else:
                 cells.append(_td("n/a", title=r.unavailable.get(m, "")))
         verdict = "DISAGREE: " + r.reason if r.flagged else "agree"
+        if r.note:
+            verdict += "; note: " + r.note
         cells.append(f'<td class="l wrap {"fail" if r.flagged else "pass"}">{_e(verdict)}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
     out.append(
-        _table(["workload", "axes", "kernels", *METHODS, "verdict"], body, cls="cross-check")
+        _table(
+            ["workload", "axes", "kernels", "busy", *METHODS, "verdict"], body, cls="cross-check"
+        )
     )
+    out.append(f'<p class="note">{_e(MODEL_NOTE)}</p>')
     return "\n".join(out)
 
 
@@ -327,7 +333,7 @@ def _environment(rec: LedgerRecord) -> str:
     items += [(f"lib: {k}", str(v)) for k, v in sorted(libs.items())]
     items += [(f"setting: {k}", str(v)) for k, v in _flat(rec.config)]
     rows = [f"<tr>{_td(k, left=True)}{_td(v, left=True)}</tr>" for k, v in items]
-    return "<h3>Environment</h3>" + _table(["", ""], rows, cls="environment")
+    return "<h3>Environment</h3>" + _table(["what", "value"], rows, cls="environment")
 
 
 def _flat(d: dict, prefix: str = "") -> list[tuple[str, object]]:

@@ -7,12 +7,14 @@ import io
 import pytest
 
 from fib_core.bench.cross_check import (
-    BASE_OVERHEAD_US,
+    EVENTS_BASE_US,
+    GRAPH_BASE_US,
     NEEDS_GPU,
     PER_KERNEL_US,
     CrossCheckRow,
     allowed_excess_us,
     cross_check_shard,
+    host_gap_note,
     judge,
     print_cross_check,
 )
@@ -34,11 +36,28 @@ def test_a_timer_reading_ten_times_high_on_a_microsecond_kernel_is_flagged() -> 
 
 def test_events_get_the_launch_overhead_of_each_kernel() -> None:
     # span 5 us, 3 kernels: events may read up to 5 + 2 (floor) + 8 + 3 * 4 = 27 us
-    assert allowed_excess_us("events", 3) == BASE_OVERHEAD_US + 3 * PER_KERNEL_US
+    assert allowed_excess_us("events", 3) == EVENTS_BASE_US + 3 * PER_KERNEL_US
     assert not judge({"profiler": 0.005, "events": 0.0265}, kernels=3)[1]
     assert judge({"profiler": 0.005, "events": 0.0275}, kernels=3)[1]
-    # a graph replay launches once: only the base overhead is allowed
-    assert judge({"profiler": 0.005, "graph": 0.0155}, kernels=3)[1]
+    # a graph replay launches once: only the graph's base overhead is allowed (5 + 2 + 15 us)
+    assert allowed_excess_us("graph", 3) == GRAPH_BASE_US
+    assert not judge({"profiler": 0.005, "graph": 0.0215}, kernels=3)[1]
+    assert judge({"profiler": 0.005, "graph": 0.0225}, kernels=3)[1]
+
+
+def test_host_gaps_let_events_and_graph_read_below_the_span_down_to_the_busy_time() -> None:
+    # 120 us span of which the kernels are busy 30 us: the rest is the GPU waiting for the host
+    lat = {"profiler": 0.120, "events": 0.100, "graph": 0.029}
+    assert judge(lat, kernels=3, busy_ms=0.030) == ("profiler", False, "")
+    _, flagged, reason = judge({**lat, "graph": 0.020}, kernels=3, busy_ms=0.030)
+    assert flagged and reason == "graph reads 20.0 us, below the kernels' busy time of 30.0 us"
+    # without a busy time, events below the span are flagged and the graph has no floor
+    _, flagged, reason = judge(lat, kernels=3)
+    assert flagged and reason.startswith("events reads 100.0 us, below the profiler span")
+    note = host_gap_note(0.120, 0.030, 0.029)
+    assert note.startswith("90.0 us of the 120.0 us span is the GPU waiting for the host")
+    assert note.endswith("replayed as a CUDA graph the call takes 29.0 us")
+    assert host_gap_note(0.120, 0.110, None) == ""  # within 20 %: no note
 
 
 def test_a_timer_below_the_span_or_two_spans_apart_is_flagged() -> None:
@@ -56,7 +75,9 @@ def test_rows_validate_and_round_trip() -> None:
         CrossCheckRow("u", {}, {"stopwatch": 1.0})
     with pytest.raises(ValueError, match="expected > 0"):
         CrossCheckRow("u", {}, {"events": 0.0})
-    row = CrossCheckRow("u", {"b": 1}, {"profiler": 1.0}, {"cupti": "missing"}, 3, "profiler")
+    row = CrossCheckRow(
+        "u", {"b": 1}, {"profiler": 1.0}, {"cupti": "missing"}, 3, "profiler", busy_ms=0.5, note="n"
+    )
     assert CrossCheckRow.from_dict(row.to_dict()) == row
 
 
@@ -103,3 +124,4 @@ def test_cross_check_of_the_default_starter_on_a_gpu(repo_root) -> None:
         assert row.reference == "profiler"
         assert {"profiler", "events"} <= set(row.latencies_ms)
         assert row.kernels and row.kernels >= 1
+        assert row.busy_ms and row.busy_ms <= row.latencies_ms["profiler"] * 1.1

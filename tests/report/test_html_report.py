@@ -113,9 +113,10 @@ def test_cross_check_rows_and_the_cpu_note_are_shown(mkrecord) -> None:
     page = build_html([ReportSection(gpu)])
     table = re.search(r'<table class="cross-check">.*?<tbody>(.*?)</tbody>', page, re.S).group(1)
     cells = _cells(re.findall(r"<tr>(.*?)</tr>", table, re.S)[0])
-    # workload axes kernels profiler cupti events graph verdict
-    assert cells[3] == "5.00 us" and cells[4] == "n/a" and cells[5] == "50.00 us (10.00x)"
-    assert cells[6] == "6.00 us (1.20x)" and cells[7].startswith("DISAGREE: events reads 50.0 us")
+    # workload axes kernels busy profiler cupti events graph verdict
+    assert cells[3] == "-" and cells[4] == "5.00 us" and cells[5] == "n/a"
+    assert cells[6] == "50.00 us (10.00x)" and cells[7] == "6.00 us (1.20x)"
+    assert cells[8].startswith("DISAGREE: events reads 50.0 us")
     cpu = mkrecord({1: 5.0}, device="cpu", config={"cross_check": True})
     assert NEEDS_GPU in build_html([ReportSection(cpu)])
 
