@@ -4,6 +4,7 @@
 #   OUT=gpu-results bash benchmarks/gpu_checks.sh [step ...]
 # Steps: harness run_local modal_body timing reference_timing references starters debug_tools
 #        report cross_check (report: REPORT_ARGS adds run_local arguments, default --quick)
+#        apply (overhead of a routed call, tracer/demo GPU tests, the demo)
 # (starters: STARTER_DEFS picks definitions, STARTER_ARGS adds run_local arguments)
 set -u
 OUT=$(realpath -m "${OUT:-gpu-results}")
@@ -50,6 +51,13 @@ for s in $steps; do
         step debug-tests 400 python3 -m pytest -q -m gpu tests/project/test_debug_tools.py
         step debug-sanitize 200 python3 scripts/run_local.py --sanitize --workloads batch_size=1
         step debug-ncu 200 python3 scripts/run_local.py --ncu --workloads batch_size=1 ;;
+    apply)
+        # Overhead of an apply-routed call over a direct call (target < 10 us), the GPU tests
+        # of tracing (CUDA-graph capture) and of the demo, and the demo itself: trace the tiny
+        # GDN model, benchmark the default decode starter on its shapes, time apply off/on.
+        step apply-overhead 120 python3 benchmarks/bench_apply.py
+        step apply-gpu-tests 600 python3 -m pytest -q -m gpu tests/tracer tests/demo
+        step apply-demo 600 python3 scripts/demo_apply.py --out "$OUT/apply-demo" ;;
     starters)
         # Every other starter through the kit, on a scratch copy of the fork.
         fork=$(mktemp -d)/fork

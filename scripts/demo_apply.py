@@ -1,7 +1,7 @@
 """End-to-end demo: trace a model's GDN calls, benchmark your solution on them, apply it.
 
     python scripts/demo_apply.py                 # GPU when present (CPU: tiny sizes, slow Triton interpreter)
-    python scripts/demo_apply.py --out runs/demo --batches 1 8 32 --new-tokens 16
+    python scripts/demo_apply.py --out runs/demo --batches 1 8 64 --new-tokens 16
 
 Four steps, each the command a contestant would run by hand:
 
@@ -36,7 +36,7 @@ from fib_core.project.entry import run_script  # noqa: E402
 
 MARKER = ".apply-demo"
 GDN_DEFINITIONS = ("gdn_decode_qk4_v8_d128_k_last", "gdn_prefill_qk4_v8_d128_k_last")
-GPU_DEFAULTS = {"batches": [1, 8, 32], "prompt_len": 64, "new_tokens": 16, "layers": 4, "repeat": 3}
+GPU_DEFAULTS = {"batches": [1, 8, 32], "prompt_len": 32, "new_tokens": 8, "layers": 2, "repeat": 3}
 CPU_DEFAULTS = {"batches": [1, 2], "prompt_len": 4, "new_tokens": 1, "layers": 1, "repeat": 1}
 
 
