@@ -5,6 +5,7 @@
 # Steps: harness run_local modal_body timing reference_timing references starters debug_tools
 #        report cross_check (report: REPORT_ARGS adds run_local arguments, default --quick)
 #        apply (overhead of a routed call, tracer/demo GPU tests, the demo)
+#        porting (a script written the organizers' way, on a tiny dataset)
 # (starters: STARTER_DEFS picks definitions, STARTER_ARGS adds run_local arguments)
 set -u
 OUT=$(realpath -m "${OUT:-gpu-results}")
@@ -58,6 +59,12 @@ for s in $steps; do
         step apply-overhead 120 python3 benchmarks/bench_apply.py
         step apply-gpu-tests 600 python3 -m pytest -q -m gpu tests/tracer tests/demo
         step apply-demo 600 python3 scripts/demo_apply.py --out "$OUT/apply-demo" ;;
+    porting)
+        # A script written the organizers' way (flashinfer_bench -> fib_core) on a tiny dataset:
+        # registry build + keyword calls, Benchmark(ts).run(config), flush, Trace.is_successful().
+        rm -rf "$OUT/tiny-dataset"
+        step porting-dataset 30 python3 examples/porting/make_tiny_dataset.py "$OUT/tiny-dataset"
+        step porting 150 python3 examples/porting/organizers_script.py "$OUT/tiny-dataset" ;;
     starters)
         # Every other starter through the kit, on a scratch copy of the fork.
         fork=$(mktemp -d)/fork
