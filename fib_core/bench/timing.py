@@ -143,11 +143,15 @@ def measure(
     trials: int,
     after_trial: Callable[[int, int], None] | None = None,
     flusher: L2Flusher | None = None,
+    one_session: bool = True,
 ) -> TimingResult:
     """Time ``call(i)`` for i = 0, 1, ... with ``prepare(i)`` before each (untimed).
 
     ``after_trial(trial, last_index)`` runs after each trial (outside timing): the engine
-    re-checks the outputs of the last timed call there.
+    re-checks the outputs of the last timed call there. With the profiler, ``one_session``
+    records every trial in one profiler session read once at the end (its start, stop and
+    read-out cost more than a small kernel's whole trial); False gives each trial its own
+    session, as before, for side-by-side comparison.
     """
     device_kind = device.split(":")[0]
     if device_kind == "cuda" and flusher is None:
@@ -162,6 +166,14 @@ def measure(
     trial_stats, samples, warnings = [], [], []
     if method == "events":
         warnings.append(EVENTS_WARNING)
+    if method == "profiler" and one_session and trials > 1:
+        results = iter(_profiled_trials(call, prepare, index, iterations, trials, flusher,
+                                        after_trial))
+        after_trial = None  # already run inside the session
+
+        def timer(call, prepare, start, n, flusher):  # noqa: ARG001 - same shape as a timer
+            return next(results)
+
     for trial in range(trials):
         times, note = timer(call, prepare, index, iterations, flusher)
         if note and note not in warnings:
@@ -221,13 +233,77 @@ def _time_profiler(call, prepare, start, n, flusher):
             with record_function(f"{_MARK}{i}"):
                 call(i)
         torch.cuda.synchronize()
-    spans = profiler_spans(prof.events(), start, n)
+    return _spans_or_events(prof, call, prepare, start, n, flusher)
+
+
+def _spans_or_events(prof, call, prepare, start, n, flusher):
+    """The profiler's spans of calls ``start .. start+n-1``: read from its raw records (no
+    event tree built), then from its event list; else those calls timed again with events."""
+    marks = _raw_marks(prof)
+    spans = profiler_spans(marks, start, n) if marks is not None else None
+    if spans is None:
+        spans = profiler_spans(prof.events(), start, n)
     if spans is not None:
         return spans, None
     # Without a span for every call (an older torch, or a call that launched nothing on the
     # GPU) a per-call figure would be a kernel sum or 0.0; neither is comparable: use events.
     events_times, _ = _time_events(call, prepare, start, n, flusher)
     return events_times, FALLBACK_NOTE + EVENTS_WARNING
+
+
+def _profiled_trials(call, prepare, start, n, trials, flusher, after_trial):
+    """Every trial in one profiler session (``after_trial`` runs inside it, between trials);
+    a [(times, note)] per trial, as the per-trial timer returns them."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for trial in range(trials):
+            first = start + trial * n
+            for i in range(first, first + n):
+                prepare(i)
+                flusher()
+                with record_function(f"{_MARK}{i}"):
+                    call(i)
+            if after_trial is not None:
+                after_trial(trial, first + n - 1)
+        torch.cuda.synchronize()
+    return [_spans_or_events(prof, call, prepare, start + t * n, n, flusher)
+            for t in range(trials)]
+
+
+@dataclass(frozen=True)
+class _Elapsed:
+    us: float
+
+    def elapsed_us(self) -> float:
+        return self.us
+
+
+@dataclass(frozen=True)
+class RawMark:
+    """A marked range from the profiler's raw records, shaped like its events for
+    :func:`profiler_spans` (name, device_type, time_range.elapsed_us())."""
+
+    name: str
+    device_type: Any
+    time_range: _Elapsed
+
+
+def _raw_marks(prof: Any) -> list[RawMark] | None:
+    """The timed-call ranges from the profiler's raw (kineto) records, or None when this torch
+    does not expose them. Reading them skips building the profiler's event tree, which takes
+    longer than a small kernel's whole trial."""
+    try:
+        raw = prof.profiler.kineto_results.events()
+    except AttributeError:
+        return None
+    marks = []
+    for event in raw:
+        name = event.name()
+        if name.startswith(_MARK):
+            marks.append(RawMark(name, event.device_type(), _Elapsed(event.duration_ns() / 1e3)))
+    return marks
 
 
 def profiler_spans(events: Iterable[Any], start: int, n: int) -> list[float] | None:
