@@ -12,6 +12,8 @@
     python scripts/run_local.py --inline --workloads 3f2a   # one call here: pdb works
     python scripts/run_local.py --ncu --workloads 3f2a      # Nsight Compute, your kernels only
     python scripts/run_local.py --sanitize memcheck         # compute-sanitizer, your lines
+    python scripts/run_local.py --gpus 0,1            # spread over two GPUs (default: all)
+    python scripts/run_local.py --profile-harness     # where the time went, per phase
 
 Every run is recorded in runs/ledger.jsonl of the fork (scripts/history.py lists them).
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the vendored fib_core
@@ -35,9 +38,10 @@ from fib_core.project.recording import RunRecording  # noqa: E402
 from fib_core.project.runflow import (  # noqa: E402
     RunOptions,
     check_compare_file,
-    execute,
+    execute_on_gpus,
     finish,
     make_request,
+    merge_shards,
 )
 from fib_core.project.workspace import open_workspace  # noqa: E402
 
@@ -70,6 +74,16 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions]:
         help="one process per workload, as the organizers grade",
     )
     p.add_argument("--device", choices=["cuda", "cpu"])
+    p.add_argument(
+        "--gpus",
+        metavar="LIST",
+        help="GPUs to spread the workloads over, e.g. 0,1 or 1 (default: every visible GPU)",
+    )
+    p.add_argument(
+        "--profile-harness",
+        action="store_true",
+        help="print where the run's time went (per phase, and the GPU's share)",
+    )
     p.add_argument(
         "--contest",
         action="store_true",
@@ -124,6 +138,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions]:
         contest=a.contest,
         debug=a,
         traces_path=a.traces_path,
+        gpus=a.gpus,
+        profile_harness=a.profile_harness,
     )
     return a.config, opts
 
@@ -176,13 +192,20 @@ def main() -> int:
         html_path=opts.html_path,
     )
     opts.recording.check(ws.definition.name)
+    started = time.perf_counter()
     with progress_bar(console=console) as on_event:
-        shard = execute(request, on_event=on_event)
-    code = finish([shard], ws.definition, opts, console)
+        shards = execute_on_gpus(request, opts.gpus, on_event=on_event)
+    wall = time.perf_counter() - started
+    code = finish(shards, ws.definition, opts, console)
     dump_after_run(
-        opts.debug.dump, ws, shard.traces, chosen=bool(request.filters), device=opts.device,
-        console=console,
+        opts.debug.dump, ws, [d for s in shards for d in s.traces], chosen=bool(request.filters),
+        device=opts.device, console=console,
     )
+    if opts.profile_harness:
+        from fib_core.bench.phases import format_breakdown, harness_breakdown
+
+        traces, _ = merge_shards(shards)
+        console.print(format_breakdown(harness_breakdown(traces), wall_s=wall), markup=False)
     return code
 
 

@@ -40,30 +40,39 @@ class PhaseClock:
         return {k: round(v, 4) for k, v in self._seconds.items() if k != "done"}
 
 
-def _timed_calls(perf: dict[str, Any]) -> int:
-    extra = perf.get("extra") or {}
-    return int(extra.get("warmup_runs", 0)) + int(extra.get("iterations", 0)) * int(
-        extra.get("num_trials", 0)
-    )
+def _fields(trace: Any) -> tuple[dict[str, Any], float, dict[str, Any]]:
+    """(evaluation extras, latency ms or 0, performance extras) of a Trace or its JSON dict
+    (where the extras sit beside the standard fields)."""
+    evaluation = getattr(trace, "evaluation", None) if not isinstance(trace, dict) else None
+    if evaluation is not None:
+        perf = evaluation.performance
+        if perf is None:
+            return dict(evaluation.extra or {}), 0.0, {}
+        return dict(evaluation.extra or {}), float(perf.latency_ms), dict(perf.extra or {})
+    data = trace if isinstance(trace, dict) else {}
+    ev = data.get("evaluation") or {}
+    perf = ev.get("performance") or {}
+    extra = {**ev, **(ev.get("extra") or {})}
+    perf_extra = {**perf, **(perf.get("extra") or {})}
+    return extra, float(perf.get("latency_ms") or 0.0), perf_extra
 
 
 def harness_breakdown(traces: Iterable[Any]) -> dict[str, float]:
-    """Totals over ``traces`` (Trace objects or dicts): seconds per phase, the worker's total,
-    and ``gpu_solution_s``: the solution's measured latency times the calls made to time it
-    (the part of the run that is the GPU measuring)."""
+    """Totals over ``traces`` (Trace objects or their dicts): seconds per phase, the worker's
+    total, and ``gpu_solution_s``: the solution's measured latency times the calls made to
+    time it (the part of the run that is the GPU measuring)."""
     totals: dict[str, float] = {p: 0.0 for p in PHASES}
     totals.update({"worker_total": 0.0, "gpu_solution_s": 0.0, "workloads": 0})
     for trace in traces:
-        data = trace.to_dict() if hasattr(trace, "to_dict") else trace
-        evaluation = data.get("evaluation") or {}
-        extra = evaluation.get("extra") or {}
+        extra, latency_ms, perf = _fields(trace)
         totals["workloads"] += 1
         for name, seconds in (extra.get("phase_seconds") or {}).items():
             totals[name] = totals.get(name, 0.0) + float(seconds)
         totals["worker_total"] += float(extra.get("harness_seconds", 0.0))
-        perf = evaluation.get("performance") or {}
-        if perf.get("latency_ms"):
-            totals["gpu_solution_s"] += float(perf["latency_ms"]) * _timed_calls(perf) / 1e3
+        calls = int(perf.get("warmup_runs", 0)) + int(perf.get("iterations", 0)) * int(
+            perf.get("num_trials", 0)
+        )
+        totals["gpu_solution_s"] += latency_ms * calls / 1e3
     return totals
 
 

@@ -96,6 +96,8 @@ class RunOptions:
     source_dir: str | None = None  # the solution's folder, for tracebacks (solution/triton)
     contest: bool = False  # exactly the organizers' settings for the definition
     debug: Any = None  # run_local's debugging flags (fib_core.project.debug_tools)
+    gpus: str | None = None  # "0,1", "1"; None = every visible GPU (run_local)
+    profile_harness: bool = False  # print the per-phase breakdown after the run (run_local)
 
 
 @dataclass
@@ -116,6 +118,8 @@ class RunRequest:
     # The definition's evaluation settings (fib_core.bench.eval_settings), below ``engine``.
     defaults: dict[str, Any] = field(default_factory=dict)
     contest: bool = False
+    # The uuids this shard runs (several GPUs spread by cost); None = round-robin ``shard_of``.
+    assigned: list[str] | None = None
 
     def for_shard(self, index: int, count: int) -> RunRequest:
         return RunRequest(**{**asdict(self), "shard": index, "num_shards": count})
@@ -253,7 +257,11 @@ def execute(
     if request.definition not in trace_set.definitions:
         raise ConfigError(f"definition {request.definition} is not in the dataset at {path}")
     selection = select_for(request, trace_set, device)
-    mine = shard_of(selection, request.shard, request.num_shards)
+    if request.assigned is not None:
+        chosen = set(request.assigned)
+        mine = [t for t in selection if t.workload.uuid in chosen]
+    else:
+        mine = shard_of(selection, request.shard, request.num_shards)
     from fib_core.project.dataset_checks import check_blobs
 
     check_blobs(trace_set, request.definition, [t.workload for t in mine])
@@ -286,6 +294,35 @@ def execute(
             request, mine, device, path
         )
     return result
+
+
+def execute_on_gpus(
+    request: RunRequest, gpus: str | None, on_event: Callable[[Any], None] | None = None
+) -> list[ShardResult]:
+    """Benchmark on several GPUs of this machine (``gpus``: "0,1", "1", None = every visible
+    one): one process per GPU, workloads spread by cost (:mod:`fib_core.project.gpus`). One
+    GPU, or a CPU run, is :func:`execute` here."""
+    from fib_core.project import gpus as gpu_plan
+
+    device = resolve_device(request.device)
+    if device != "cuda":
+        if gpus is not None:
+            raise ConfigError("--gpus needs a CUDA GPU; this run is on the CPU")
+        return [execute(request, on_event=on_event)]
+    import torch
+
+    chosen = gpu_plan.parse_gpus(gpus, torch.cuda.device_count())
+    ids = gpu_plan.physical_ids(chosen)
+    if len(chosen) == 1 and gpus is None:
+        return [execute(request, on_event=on_event)]
+    from fib_core.data import TraceSet
+    from fib_core.dataset import default_dataset_path
+
+    path = Path(request.dataset_path) if request.dataset_path else default_dataset_path()
+    selection = select_for(request, TraceSet.from_path(path), device)
+    costs = gpu_plan.workload_costs(request.definition, [t.workload.axes for t in selection])
+    plans = gpu_plan.plan_shards(request, [t.workload.uuid for t in selection], costs, chosen)
+    return gpu_plan.run_on_gpus(plans, ids, on_event=on_event)
 
 
 def merge_shards(shards: list[ShardResult]) -> tuple[list[Trace], ShardResult]:
