@@ -6,6 +6,8 @@
 #        report cross_check (report: REPORT_ARGS adds run_local arguments, default --quick)
 #        apply (overhead of a routed call, tracer/demo GPU tests, the demo)
 #        porting (a script written the organizers' way, on a tiny dataset)
+#        turnaround (cold and warm wall time per definition; TURNAROUND_DEFS picks definitions,
+#        TURNAROUND_ARGS adds e.g. --gpus 0,1)
 # (starters: STARTER_DEFS picks definitions, STARTER_ARGS adds run_local arguments)
 set -u
 OUT=$(realpath -m "${OUT:-gpu-results}")
@@ -113,6 +115,18 @@ dsa_topk_indexer_fp8_h64_d128_topk2048_ps64 moe_fp8_block_scale_ds_routing_topk8
             step "xcheck-${def:0:12}" 200 python3 scripts/run_local.py --quick --cross-check --no-ledger
         done
         popd > /dev/null ;;
+    turnaround)
+        # Per definition: first run with a fresh cache, warm re-run, GPU share, and the warm
+        # run timed the previous way (a profiler session per trial) side by side.
+        defs=${TURNAROUND_DEFS:-gdn_decode_qk4_v8_d128_k_last gdn_prefill_qk4_v8_d128_k_last \
+dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64 dsa_topk_indexer_fp8_h64_d128_topk2048_ps64 \
+moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048}
+        for def in $defs; do
+            # shellcheck disable=SC2086
+            step "turnaround-${def:0:12}" "${TURNAROUND_LIMIT:-580}" \
+                python3 benchmarks/bench_turnaround.py --defs "$def" --compare-timing \
+                --json "$OUT/turnaround-$def.json" ${TURNAROUND_ARGS:-}
+        done ;;
     esac
 done
 

@@ -462,7 +462,8 @@ class Evaluator:
             result = measure(call, prepare, device=self.device, method=method,
                              warmup=cfg.warmup_runs, iterations=cfg.iterations,
                              trials=cfg.num_trials, after_trial=after_trial,
-                             flusher=self._get_flusher())
+                             flusher=self._get_flusher(),
+                             one_session=cfg.extra.get("profiler_one_session", True))
         except _Failed:
             raise
         except SignatureError as err:

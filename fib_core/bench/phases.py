@@ -89,6 +89,11 @@ def format_breakdown(totals: dict[str, float], wall_s: float | None = None) -> s
     gpu = totals.get("gpu_solution_s", 0.0)
     lines.append(f"  {'GPU (timed calls)':<18} {gpu:9.3f} s  (solution latency x calls made)")
     if wall_s:
+        outside = wall_s - totals.get("worker_total", 0.0)
+        lines.append(
+            f"  {'outside the worker':<18} {outside:9.2f} s  (start-up, imports, dataset, "
+            "traces; with several GPUs the workers overlap)"
+        )
         lines.append(
             f"  {'run wall time':<18} {wall_s:9.2f} s; harness share "
             f"{100 * (1 - gpu / wall_s) if wall_s else 0:.1f} %"

@@ -1,0 +1,255 @@
+"""Turnaround per definition: first run (cold caches) and warm re-run wall time, GPU share.
+
+    python benchmarks/bench_turnaround.py                         # every definition, its starter
+    python benchmarks/bench_turnaround.py --defs gdn_decode_qk4_v8_d128_k_last --gpus 0,1
+    python benchmarks/bench_turnaround.py --defs gdn_decode_qk4_v8_d128_k_last --compare-timing
+    python benchmarks/bench_turnaround.py --quick                 # CPU, seconds: the harness path
+
+Each definition's default starter runs through the same flow as ``run_local.py`` (settings
+from the definition's evaluation-settings file), twice: first with a fresh ``FIB_CACHE_DIR``
+(builds, embedded dataset, reference outputs and latency all computed), then again with that
+cache warm. Printed per definition: workloads, cold and warm wall time, the GPU time the
+solution's timed calls account for (latency x calls), the harness's share of the warm run,
+and the warm run's per-phase breakdown. ``--compare-timing`` adds a third, warm run timed the
+previous way (one profiler session per trial) and prints verdicts and latencies side by side.
+
+``--quick`` runs on the CPU in seconds: the definition's own reference packed as a Python
+solution, on one quick workload, so the cache and phase accounting are exercised anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fib_core.bench.phases import format_breakdown, harness_breakdown  # noqa: E402
+
+QUICK_DEF = "gdn_decode_qk4_v8_d128_k_last"
+# Targets: warm GDN decode <= 15 s, cold GDN prefill <= 300 s, every warm re-run <= 60 s.
+TARGETS = {
+    "gdn_decode_qk4_v8_d128_k_last": (None, 15.0),
+    "gdn_prefill_qk4_v8_d128_k_last": (300.0, 60.0),
+}
+DEFAULT_WARM_TARGET = 60.0
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--defs", nargs="+", metavar="DEF", help="definitions (default: all five)")
+    p.add_argument("--gpus", help="GPUs to spread over, e.g. 0,1 (default: every visible one)")
+    p.add_argument("--workloads", nargs="+", metavar="FILTER", help="workload filters")
+    p.add_argument(
+        "--compare-timing",
+        action="store_true",
+        help="also a warm run timed the previous way (a profiler session per trial)",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="CPU, the reference as the solution, one workload: seconds",
+    )
+    p.add_argument("--json", type=Path, help="write the figures here")
+    return p.parse_args(argv)
+
+
+def _solution_root(definition: str, use_reference: bool, scratch: Path) -> Any:
+    """A scratch fork holding the definition's default starter (or its reference)."""
+    from fib_core.project.config import config_from_dict
+    from fib_core.project.switch import available_starters, read_starter
+
+    root = scratch / definition
+    if use_reference:
+        from fib_core.dataset.references import reference_source
+
+        (root / "solution" / "python").mkdir(parents=True)
+        (root / "solution" / "python" / "kernel.py").write_text(reference_source(definition))
+        build = {
+            "language": "python",
+            "entry_point": "kernel.py::run",
+            "destination_passing_style": False,
+        }
+    else:
+        languages = available_starters(ROOT)[definition]
+        language = "triton" if "triton" in languages else languages[0]
+        starter = ROOT / "starters" / definition / language
+        shutil.copytree(starter, root / "solution" / language)
+        build = dict(read_starter(starter)["build"])
+    data = {
+        "solution": {
+            "name": f"turnaround-{definition[:24]}",
+            "definition": definition,
+            "author": "bench",
+        },
+        "build": build,
+    }
+    return config_from_dict(data, root / "config.toml")
+
+
+def _run(cfg: Any, opts: Any, gpus: str | None, cache: Path, extra: dict | None) -> dict:
+    """One run through the run_local flow with FIB_CACHE_DIR=cache; wall time and traces."""
+    from fib_core.project.pack import pack_solution
+    from fib_core.project.runflow import execute_on_gpus, make_request, merge_shards
+
+    os.environ["FIB_CACHE_DIR"] = str(cache)
+    request = make_request(cfg, pack_solution(cfg), opts)
+    if extra:
+        request.engine["extra"] = dict(extra)
+    started = time.perf_counter()
+    shards = execute_on_gpus(request, gpus)
+    wall = time.perf_counter() - started
+    traces, _ = merge_shards(shards)
+    return {"wall_s": wall, "traces": traces, "breakdown": harness_breakdown(traces)}
+
+
+def _verdicts(traces: list) -> list[tuple[str, str, float | None, dict]]:
+    rows = []
+    for t in traces:
+        ev = t.evaluation
+        perf = ev.performance if ev is not None else None
+        overall = (perf.extra or {}).get("spread", {}).get("overall", {}) if perf else {}
+        rows.append(
+            (
+                t.workload.uuid[:8],
+                ev.status.value if ev else "NONE",
+                perf.latency_ms if perf else None,
+                overall,
+            )
+        )
+    return rows
+
+
+def _ms(value: float | None) -> str:
+    return f"{value:.4f}" if value is not None else "-"
+
+
+def _compare(old: list, new: list) -> tuple[int, int, list[str]]:
+    """(identical verdicts, latencies within the old run's p10-p90 band or 3 %, lines)."""
+    same = within = 0
+    lines = [f"  {'workload':<9} {'verdict':<22} {'per-trial ms':>12} {'one-session ms':>14}"]
+    for (uuid, s_old, l_old, spread_old), (_, s_new, l_new, _) in zip(old, new, strict=True):
+        same += s_old == s_new
+        ok = False
+        if l_old is not None and l_new is not None:
+            band = max(spread_old.get("p90", l_old) - spread_old.get("p10", l_old), 0.03 * l_old)
+            ok = abs(l_new - l_old) <= band
+            within += ok
+        verdict = s_new if s_old == s_new else f"{s_old}->{s_new}"
+        lines.append(
+            f"  {uuid:<9} {verdict:<22} {_ms(l_old):>12} {_ms(l_new):>14}"
+            f"{'' if ok else '  (outside spread)'}"
+        )
+    return same, within, lines
+
+
+def bench_definition(definition: str, args: argparse.Namespace, scratch: Path) -> dict:
+    from fib_core.project.runflow import RunOptions
+
+    cfg = _solution_root(definition, args.quick, scratch)
+    workloads = args.workloads
+    opts = RunOptions(workloads=workloads, device="cpu" if args.quick else None)
+    cache = scratch / f"cache-{definition[:24]}"
+    cold = _run(cfg, opts, args.gpus, cache, None)
+    warm = _run(cfg, opts, args.gpus, cache, None)
+    gpu_s = warm["breakdown"]["gpu_solution_s"]
+    passed = sum(
+        1 for t in warm["traces"] if t.evaluation and t.evaluation.status.value == "PASSED"
+    )
+    cold_target, warm_target = TARGETS.get(definition, (None, DEFAULT_WARM_TARGET))
+    result = {
+        "definition": definition,
+        "workloads": len(warm["traces"]),
+        "passed": passed,
+        "cold_s": round(cold["wall_s"], 2),
+        "warm_s": round(warm["wall_s"], 2),
+        "gpu_timed_calls_s": round(gpu_s, 3),
+        "harness_share": round(1 - gpu_s / warm["wall_s"], 3) if warm["wall_s"] else None,
+        "cold_phases": {k: round(v, 2) for k, v in cold["breakdown"].items()},
+        "warm_phases": {k: round(v, 2) for k, v in warm["breakdown"].items()},
+        "targets": {"cold_s": cold_target, "warm_s": warm_target},
+    }
+    print(f"\n== {definition}: {result['workloads']} workloads, {passed} passed")
+    print(
+        f"  first run (cold caches) {cold['wall_s']:8.1f} s"
+        + (f"   target <= {cold_target:g} s" if cold_target else "")
+    )
+    print(f"  warm re-run             {warm['wall_s']:8.1f} s   target <= {warm_target:g} s")
+    print(
+        f"  GPU in timed calls      {gpu_s:8.2f} s   harness share "
+        f"{100 * (result['harness_share'] or 0):.1f} %"
+    )
+    print("  cold " + format_breakdown(cold["breakdown"], cold["wall_s"]).replace("\n", "\n  "))
+    print("  warm " + format_breakdown(warm["breakdown"], warm["wall_s"]).replace("\n", "\n  "))
+    if args.compare_timing:
+        old = _run(cfg, opts, args.gpus, cache, {"profiler_one_session": False})
+        same, within, lines = _compare(_verdicts(old["traces"]), _verdicts(warm["traces"]))
+        n = len(warm["traces"])
+        print(f"  previous timing (a profiler session per trial): {old['wall_s']:.1f} s warm")
+        print(
+            f"  verdicts identical {same}/{n}; latencies within the previous run's spread "
+            f"{within}/{n}"
+        )
+        print("\n".join(lines))
+        result["previous_timing"] = {
+            "warm_s": round(old["wall_s"], 2),
+            "same_verdicts": same,
+            "within_spread": within,
+        }
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from fib_core.dataset.embedded import definition_files
+
+    names = sorted(definition_files())
+    if args.quick:
+        defs = args.defs or [QUICK_DEF]
+        if args.workloads is None:
+            args.workloads = ["batch_size=1"] if defs == [QUICK_DEF] else None
+    else:
+        defs = args.defs or names
+    unknown = [d for d in defs if d not in names]
+    if unknown:
+        print(
+            f"error: unknown definition {unknown[0]}; choose from {', '.join(names)}",
+            file=sys.stderr,
+        )
+        return 2
+    keep = os.environ.get("FIB_CACHE_DIR")
+    results = []
+    with tempfile.TemporaryDirectory(prefix="fib-turnaround-") as tmp:
+        try:
+            for definition in defs:
+                results.append(bench_definition(definition, args, Path(tmp)))
+        finally:
+            if keep is None:
+                os.environ.pop("FIB_CACHE_DIR", None)
+            else:
+                os.environ["FIB_CACHE_DIR"] = keep
+    print("\n---- turnaround ----")
+    print(f"{'definition':<62} {'n':>4} {'cold s':>8} {'warm s':>8} {'GPU s':>7} {'harness':>8}")
+    for r in results:
+        print(
+            f"{r['definition']:<62} {r['workloads']:>4} {r['cold_s']:>8.1f} {r['warm_s']:>8.1f} "
+            f"{r['gpu_timed_calls_s']:>7.2f} {100 * (r['harness_share'] or 0):>7.1f}%"
+        )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+        print(f"figures written to {args.json}")
+    return 0 if all(r["passed"] == r["workloads"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
