@@ -62,9 +62,10 @@ def profile_command(
     cmd = [ncu, "--nvtx", "--nvtx-include", f"{NVTX_RANGE}/", "--target-processes", "all"]
     for name in sections:
         cmd += ["--section", name]
-    metrics = [BANDWIDTH, OCCUPANCY, DURATION]
-    cmd += ["--metrics", ",".join(metrics)]
-    cmd += ["--metrics", f"regex:^{STALL_PREFIX}.*{re.escape(STALL_SUFFIX)}$"]
+    # One --metrics list (a repeated flag may replace the first): the figures of the summary,
+    # and every per-issue stall-reason ratio by regular expression.
+    stalls = f"regex:^{STALL_PREFIX}.*{re.escape(STALL_SUFFIX)}$"
+    cmd += ["--metrics", ",".join([BANDWIDTH, OCCUPANCY, DURATION, stalls])]
     cmd += ["--force-overwrite", "--export", str(report)]
     return cmd + list(child)
 

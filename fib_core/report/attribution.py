@@ -25,6 +25,14 @@ NOT_SOLUTION_PHASES = {
 }
 
 
+REFERENCE_PREFIXES = ("reference too slow, not your kernel", "reference failed, not your kernel")
+
+
+def blames_reference(reason: str) -> bool:
+    """True when a failure reason made by :func:`reason_for` names the reference."""
+    return reason.startswith(REFERENCE_PREFIXES)
+
+
 def failed_phase(log: str | None) -> tuple[str, float] | None:
     """(phase, seconds) of a timeout log line, or None."""
     match = _TIMEOUT_PHASE.search(log or "")

@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
+from fib_core.report.attribution import blames_reference
 from fib_core.report.compare import ONE_SAMPLE, Delta, comparability_warning
 from fib_core.report.compare import compare as compare_runs
 from fib_core.report.progress import progress_bar
@@ -163,7 +164,8 @@ def _results_table(
 
 def _status_cell(row: WorkloadResult) -> str:
     style = _STATUS_STYLE.get(row.status, "red")
-    return f"[{style}]{row.status}[/{style}]"
+    whose = " (reference)" if blames_reference(row.reason) else ""
+    return f"[{style}]{row.status}{whose}[/{style}]"
 
 
 def _roofline_cell(row: WorkloadResult) -> str:

@@ -65,6 +65,9 @@ def test_ncu_command_profiles_only_the_solution_range(tmp_path):
     assert [cmd[i + 1] for i, c in enumerate(cmd) if c == "--section"] == [
         "SpeedOfLight", "Occupancy"]
     assert cmd[cmd.index("--export") + 1] == str(tmp_path / "rep")
+    assert cmd.count("--metrics") == 1
+    metrics = cmd[cmd.index("--metrics") + 1].split(",")
+    assert "dram__bytes.sum.per_second" in metrics and metrics[-1].startswith("regex:^smsp__")
     assert import_command(tmp_path / "rep.ncu-rep")[1:] == [
         "--import", str(tmp_path / "rep.ncu-rep"), "--page", "raw", "--csv"]
     assert parse_sections(None) == DEFAULT_SECTIONS == parse_sections("default")

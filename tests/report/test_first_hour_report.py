@@ -73,7 +73,7 @@ def test_each_failure_reason_printed_once(mkrow, mkrun):
     assert buf.getvalue().count("an illegal memory access") == 1
 
 
-def test_reference_timeout_is_named_as_the_reference():
+def test_reference_timeout_is_named_as_the_reference(mkrow, mkrun):
     log = ("timed out after 600 s for the workload, in phase 'reference-timing' "
            "(killed the worker)")
     reason = failure_reason("TIMEOUT", log, {})
@@ -83,6 +83,10 @@ def test_reference_timeout_is_named_as_the_reference():
     # The kernel's own phases stay the kernel's.
     for phase in ("build", "run", "timing"):
         assert reason_for("TIMEOUT", log.replace("reference-timing", phase)) is None
+    run = mkrun([mkrow("dddddddd-0004", "TIMEOUT", reason=reason)])
+    console, buf = terminal(160)
+    render_results(run, console)
+    assert "TIMEOUT (reference)" in buf.getvalue()
     failed_ref = "reference failed (not the solution's fault):\nValueError: boom"
     assert failure_reason("RUNTIME_ERROR", failed_ref, {}).startswith(
         "reference failed, not your kernel")
