@@ -11,9 +11,9 @@ inputs, and compares them with what the methods are expected to differ by:
   ``EVENTS_BASE_US + PER_KERNEL_US * kernels`` (the launch-overhead model). It may read below
   the span (the profiler slows the host's launches, so a host-bound call's gaps between
   kernels grow under it), but never below the kernels' own busy time.
-- ``graph`` (the call captured once in a CUDA graph, replays timed with events) launches all
-  kernels at once, without the host's gaps between them: from the busy time up to the span
-  plus ``GRAPH_BASE_US``.
+- ``graph`` (ten (flush, call) pairs captured in one CUDA graph, minus a graph of the flushes
+  alone, per call) has no host launch and no host gaps between kernels: from the busy time up
+  to the span plus ``GRAPH_BASE_US``.
 
 The busy time is the sum of the call's kernel durations (profiled with warm caches, so a lower
 bound). When the span exceeds it by much, the GPU waits for the host between kernels; the row's
@@ -43,7 +43,8 @@ REL_TOL = 0.10  # relative disagreement allowed between methods measuring the sa
 ABS_TOL_US = 2.0  # ... and an absolute floor for microsecond kernels
 EVENTS_BASE_US = 8.0  # one launch plus event records, seen from the stream
 PER_KERNEL_US = 4.0  # each further kernel launch the host makes
-GRAPH_BASE_US = 15.0  # a graph launch plus event records (H100: 3-14 us over one small kernel)
+GRAPH_BASE_US = 5.0  # graph node launches inside a replay, per call
+GRAPH_CALLS = 10  # (flush, call) pairs per graph: the host's launch is paid once for all
 HOST_GAP_FRACTION = 0.2  # a span this much above the busy time is worth a note
 DEFAULT_WARMUP = 5
 DEFAULT_ITERATIONS = 30
@@ -315,7 +316,12 @@ def _check_workload(runnable, definition, workload, job, flusher) -> CrossCheckR
 
 
 def time_graph_replay(call, flusher, warmup: int, iterations: int) -> float:
-    """Median ms of one replay of ``call`` captured in a CUDA graph, L2 flushed before each."""
+    """Per-call ms of ``call`` replayed from a CUDA graph, L2 flushed before each call.
+
+    One graph holds :data:`GRAPH_CALLS` pairs of (flush, call), another the flushes alone; the
+    difference of their median replay times, divided by the pairs, is the call's device time
+    with cold caches and no host launch in it (the host submits each graph once).
+    """
     import torch
 
     side = torch.cuda.Stream()
@@ -325,14 +331,31 @@ def time_graph_replay(call, flusher, warmup: int, iterations: int) -> float:
             call(0)
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        call(0)
+    with_calls, flushes_only = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+    with torch.cuda.graph(with_calls):
+        for _ in range(GRAPH_CALLS):
+            flusher()
+            call(0)
+    with torch.cuda.graph(flushes_only):
+        for _ in range(GRAPH_CALLS):
+            flusher()
     torch.cuda.synchronize()
-    begin = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
-    end = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
-    for k in range(iterations):
-        flusher()
+    replays = max(3, iterations // 5)
+    both = _median_replay_ms(with_calls, replays)
+    flush = _median_replay_ms(flushes_only, replays)
+    per_call = (both - flush) / GRAPH_CALLS
+    if per_call <= 0:
+        raise RuntimeError(f"graph replay time not above the flushes alone ({both:.4f} ms)")
+    return per_call
+
+
+def _median_replay_ms(graph, replays: int) -> float:
+    import torch
+
+    begin = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
+    end = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
+    graph.replay()  # first replay uploads the graph
+    for k in range(replays):
         begin[k].record()
         graph.replay()
         end[k].record()
