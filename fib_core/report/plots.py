@@ -51,8 +51,9 @@ def latency_svg(results: RunResults, salt: str) -> str | None:
         return None
     fig, ax = _figure()
     x = list(range(len(rows)))
-    y = [r.latency_ms for r in rows]
-    lo, hi = _error_bars(rows)
+    scale, unit = _time_unit([r.latency_ms for r in rows])
+    y = [r.latency_ms * scale for r in rows]
+    lo, hi = _error_bars(rows, scale)
     ax.errorbar(
         x,
         y,
@@ -68,13 +69,13 @@ def latency_svg(results: RunResults, salt: str) -> str | None:
     if ref:
         ax.plot(
             [i for i, _ in ref],
-            [v for _, v in ref],
+            [v * scale for _, v in ref],
             "s--",
             color=_COLORS["reference"],
             label="reference",
         )
     ax.set_yscale("log")
-    ax.set_ylabel("latency (ms)")
+    ax.set_ylabel(f"latency ({unit})")
     _workload_axis(ax, rows)
     ax.legend(loc="best", fontsize=8)
     ax.set_title("Latency per workload")
@@ -156,7 +157,8 @@ def overlay_svg(
         return None
     fig, ax = _figure()
     x = list(range(len(pairs)))
-    prev = [p.latency_ms for _, p in pairs]
+    scale, unit = _time_unit([p.latency_ms for _, p in pairs] + [r.latency_ms for r, _ in pairs])
+    prev = [p.latency_ms * scale for _, p in pairs]
     band = [noise_pct.get(r.uuid, 0.0) / 100.0 for r, _ in pairs]
     ax.fill_between(
         x,
@@ -169,10 +171,10 @@ def overlay_svg(
     )
     ax.plot(x, prev, "s--", color=_COLORS["previous"], label="previous run")
     cur_rows = [r for r, _ in pairs]
-    lo, hi = _error_bars(cur_rows)
+    lo, hi = _error_bars(cur_rows, scale)
     ax.errorbar(
         x,
-        [r.latency_ms for r in cur_rows],
+        [r.latency_ms * scale for r in cur_rows],
         yerr=[lo, hi],
         fmt="o-",
         color=_COLORS["current"],
@@ -180,7 +182,7 @@ def overlay_svg(
         label="this run (p10-p90)",
     )
     ax.set_yscale("log")
-    ax.set_ylabel("latency (ms)")
+    ax.set_ylabel(f"latency ({unit})")
     _workload_axis(ax, cur_rows)
     ax.legend(loc="best", fontsize=8)
     ax.set_title("This run over the previous one")
@@ -225,12 +227,19 @@ def _workload_axis(ax: Any, rows: Sequence[WorkloadResult]) -> None:
     ax.set_xlabel("workload (axes)")
 
 
-def _error_bars(rows: Sequence[WorkloadResult]) -> tuple[list[float], list[float]]:
+def _time_unit(values_ms: Sequence[float]) -> tuple[float, str]:
+    """(factor, unit) so that the largest latency reads in us below 1 ms, else in ms."""
+    return (1e3, "us") if values_ms and max(values_ms) < 1.0 else (1.0, "ms")
+
+
+def _error_bars(
+    rows: Sequence[WorkloadResult], scale: float = 1.0
+) -> tuple[list[float], list[float]]:
     lo, hi = [], []
     for r in rows:
         s = r.spread
-        lo.append(max(0.0, r.latency_ms - s.p10_ms) if s and s.p10_ms is not None else 0.0)
-        hi.append(max(0.0, s.p90_ms - r.latency_ms) if s and s.p90_ms is not None else 0.0)
+        lo.append(max(0.0, r.latency_ms - s.p10_ms) * scale if s and s.p10_ms is not None else 0.0)
+        hi.append(max(0.0, s.p90_ms - r.latency_ms) * scale if s and s.p90_ms is not None else 0.0)
     return lo, hi
 
 
