@@ -7,7 +7,6 @@ import dataclasses
 import pytest
 import torch
 
-from fib_core.dataset import generators as G
 from fib_core.dataset.roofline import (
     GPU_PEAKS,
     Cost,
@@ -110,16 +109,22 @@ def test_moe_cost_reads_only_chosen_experts():
     many = workload_cost(name, {"seq_len": 14107})
     assert one.bytes < 2 * expert and many.bytes > 31 * expert
     assert many.flops == pytest.approx(14107 * 2 * 7168 * 6144, rel=1e-6)
-    logits, bias = G.moe_routing(16, 256, torch.Generator().manual_seed(0))
-    route = {"routing_logits": logits, "routing_bias": bias, "local_expert_offset": 0}
-    exact = workload_cost(name, {"seq_len": 16}, route)
-    from fib_core.dataset.references import load_reference
-
-    chosen, _ = load_reference(name)["_route"](logits, bias, 2.5)
-    local = chosen[chosen < 32]
-    assert exact.flops == local.numel() * 2 * 7168 * 6144
-    base = workload_cost(name, {"seq_len": 16}, {**route, "local_expert_offset": 10**6}).bytes
-    assert exact.bytes - base == local.unique().numel() * expert
+    # A hand-built routing: each token's logits are high on 8 experts (in at most 4 groups of
+    # 32, so their groups survive the group selection) and low elsewhere, bias 0. The local
+    # experts are 0..31: token 0 picks 4 of them, token 1 all 8 from 2..9, token 2 none,
+    # token 3 one (31): 13 local (token, expert) pairs over 11 distinct local experts.
+    picks = [[0, 1, 2, 3, 40, 41, 42, 43], list(range(2, 10)), list(range(100, 108)),
+             [31, 64, 65, 66, 67, 68, 69, 70]]
+    logits = torch.full((4, 256), -10.0)
+    for token, experts in enumerate(picks):
+        logits[token, experts] = 10.0
+    route = {"routing_logits": logits, "routing_bias": torch.zeros(256),
+             "local_expert_offset": 0}
+    exact = workload_cost(name, {"seq_len": 4}, route)
+    assert exact.flops == 13 * 2 * 7168 * 6144
+    base = workload_cost(name, {"seq_len": 4}, {**route, "local_expert_offset": 10**6})
+    assert base.flops == 0  # no expert is local: no GEMM work
+    assert exact.bytes - base.bytes == 11 * expert
 
 
 def test_every_real_workload_has_a_cost_and_floors_grow_with_size():

@@ -26,9 +26,40 @@ def run_modal(repo_root: Path):
 
 def test_module_builds_app_image_and_function(run_modal) -> None:
     assert isinstance(run_modal.app, modal.App)
-    assert run_modal.PINNED_PACKAGES["torch"]
-    assert run_modal.REMOTE_ENV["FIB_CUDA_ARCH"] == "sm_100a"
+    assert run_modal.run_shard._spec_.gpus == run_modal.DEFAULT_GPU == "B200"
     assert run_modal.SHARD_TIMEOUT_S > 300  # Modal's default cuts a track short
+
+
+def test_remote_builds_target_the_b200s_own_isa(run_modal, monkeypatch) -> None:
+    """What the container's builds resolve the target to, through the kit's own arch logic:
+    the B200's capability 10.0 with the arch-specific suffix (image builds see no GPU), and the
+    tvm-ffi list naming the same target."""
+    from fib_core.compile.arch import (
+        ARCH_ENV,
+        arch_for_capability,
+        arch_list_env,
+        resolve_cuda_arch,
+    )
+
+    monkeypatch.setenv(ARCH_ENV, run_modal.REMOTE_ENV[ARCH_ENV])
+    resolved = resolve_cuda_arch(None)
+    assert resolved == [arch_for_capability(10, 0)]
+    assert arch_list_env(resolved) == run_modal.REMOTE_ENV["TVM_FFI_CUDA_ARCH_LIST"]
+
+
+def test_image_pins_every_runtime_dependency_exactly(run_modal, repo_root: Path) -> None:
+    """The container installs each package fib_core needs at run time, at one exact version."""
+    import re
+    import tomllib
+
+    project = tomllib.loads((repo_root / "pyproject.toml").read_text())["project"]
+    needed = {re.split(r"[<>=!\[ ]", dep, maxsplit=1)[0].lower()
+              for dep in project["dependencies"]}
+    pinned = {re.split(r"\[", name, maxsplit=1)[0].lower(): version
+              for name, version in run_modal.PINNED_PACKAGES.items()}
+    assert needed <= set(pinned), sorted(needed - set(pinned))
+    for name, version in pinned.items():
+        assert re.fullmatch(r"\d+(\.\d+)+(\.post\d+)?", version), (name, version)
 
 
 def test_image_ships_fib_cores_data_files(run_modal, repo_root: Path) -> None:

@@ -51,11 +51,30 @@ def test_default_starter_passes_with_table_summary_and_exit_0(first_run) -> None
     assert data["author"] == "your-team"
 
 
-def test_compare_with_a_previous_run(repo_root: Path, first_run) -> None:
+def test_compare_with_a_previous_run(repo_root: Path, first_run, tmp_path: Path) -> None:
+    """A previous run 1000x slower on batch 1 reads as faster there; the workloads this run
+    left out read as missing, each named."""
     _, base = first_run
-    proc = run_local(repo_root, "--compare", str(base), "--workloads", "batch_size=1")
+    previous = json.loads(base.read_text())
+    rows = previous["rows"]
+    batch1 = [r for r in rows if r["axes"].get("batch_size") == 1]
+    others = [r for r in rows if r["axes"].get("batch_size") != 1]
+    assert len(batch1) == 1 and others
+    row = batch1[0]
+    row["latency_ms"] *= 1000
+    for key in ("p10_ms", "p90_ms", "min_ms"):
+        if row.get("spread") and row["spread"].get(key) is not None:
+            row["spread"][key] *= 1000
+    slower_before = tmp_path / "previous.json"
+    slower_before.write_text(json.dumps(previous))
+    proc = run_local(repo_root, "--compare", str(slower_before), "--workloads", "batch_size=1")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "compare" in proc.stdout.lower() or "change" in proc.stdout.lower()
+    summary = [line for line in proc.stdout.splitlines() if "Compared with previous:" in line]
+    assert len(summary) == 1, proc.stdout[-3000:]
+    assert "1 faster" in summary[0] and f"{len(others)} missing" in summary[0], summary[0]
+    assert "slower" not in summary[0]
+    for r in others:
+        assert f"{r['uuid'][:8]} was in the previous run but not in this one" in proc.stdout
 
 
 def test_failing_kernel_gives_reason_and_exit_1(repo_root: Path, tmp_path: Path) -> None:

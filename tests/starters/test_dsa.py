@@ -283,15 +283,25 @@ def test_attention_sizes_come_from_shapes() -> None:
     _check_attention(inputs, _run_attention(inputs))
 
 
-def test_attention_plan_splits_bounds() -> None:
+@pytest.mark.parametrize("sm_count", [132, 148, 78])
+@pytest.mark.parametrize("block_k", [32, 64])
+def test_attention_plan_splits_invariants(sm_count: int, block_k: int) -> None:
+    # The rule's contract, not its tuned outputs: a power of two, never a split thinner than one
+    # block, enough programs to cover about half the SMs when the selections allow it, never
+    # far more programs than SMs, and fewer splits as tokens grow.
     plan = attention_starter().plan_splits
-    assert plan(1, 2048, 64, 132) == 32  # one token: every 64-row block its own program
-    assert plan(2, 2048, 64, 132) == 32
-    assert plan(8, 2048, 64, 132) == 16  # 128 programs ~ one per SM
-    assert plan(64, 2048, 64, 132) == 2
-    assert plan(1000, 2048, 64, 132) == 1
-    assert plan(1, 20, 64, 132) == 1  # fewer selections than one block
-    assert plan(1, 2048, 32, 132) == 64
+    previous = None
+    for tokens in [1, 2, 3, 5, 8, 13, 64, 100, 1000]:
+        for topk in (20, 2048):
+            splits = plan(tokens, topk, block_k, sm_count)
+            max_splits = max(1, topk // block_k)
+            assert splits >= 1 and splits & (splits - 1) == 0, (tokens, topk, splits)
+            assert splits <= max_splits, (tokens, topk, splits)
+            assert tokens * splits >= min(sm_count / 2, tokens * max_splits), (tokens, topk)
+            assert tokens * splits < sm_count + 2 * tokens, (tokens, topk, splits)
+        if previous is not None:
+            assert splits <= previous, f"more splits for {tokens} tokens than for fewer"
+        previous = splits
 
 
 def _run_indexer(inputs: list, topk: int = 2048, **knobs) -> torch.Tensor:
