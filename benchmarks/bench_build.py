@@ -11,6 +11,7 @@ Without a GPU the CUDA example is only compiled (``--cuda-arch`` required) and t
 overhead is measured on the C++ example with CPU tensors.
 
     python benchmarks/bench_build.py [--cuda-arch sm_90a] [--calls 20000]
+    python benchmarks/bench_build.py --quick   # the C++ example only, 200 calls (CI smoke)
 """
 
 from __future__ import annotations
@@ -89,35 +90,45 @@ def per_call_us(fn, calls: int, sync, rounds: int = 5) -> float:
     return best
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cuda-arch", default=None, help="e.g. sm_90a; default: detect the GPU")
     parser.add_argument("--calls", type=int, default=20000)
+    parser.add_argument("--quick", action="store_true",
+                        help="skip the CUDA example; time the C++ example's calls only")
     args = parser.parse_args()
+    if args.quick:
+        args.calls = min(args.calls, 200)
     definition = Definition.from_dict(json.loads((FIXTURES / "toy_axpby.json").read_text()))
-    gpu = torch.cuda.is_available()
+    gpu = torch.cuda.is_available() and not args.quick
     arch = args.cuda_arch or ""
     rows: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="fib-bench-") as tmp:
         cache = Path(tmp)
         options = BuildOptions(cache_dir=cache, cuda_arch=args.cuda_arch)
-        cuda_sol = example("cuda_tvm", "cuda", "kernel.cu::run")
-        first, t_first = timed_build(cuda_sol, definition, options)
-        first.close()
-        again, t_again = timed_build(cuda_sol, definition, options)
-        child = fresh_process_build(cuda_sol, definition, cache, arch)
-        rows += [
-            ("CUDA example (tvm-ffi), first build", f"{t_first:.2f} s"),
-            ("  cached rebuild, same process", f"{t_again * 1e3:.1f} ms (cached={again.meta['cached']})"),
-            ("  cached rebuild, fresh process (build() only)",
-             f"{child['seconds'] * 1e3:.1f} ms (cached={child['cached']})"),
-            ("  target", ", ".join(again.meta["archs"])),
-        ]
-        if gpu:
+        again = None
+        if not args.quick:
+            cuda_sol = example("cuda_tvm", "cuda", "kernel.cu::run")
+            first, t_first = timed_build(cuda_sol, definition, options)
+            first.close()
+            again, t_again = timed_build(cuda_sol, definition, options)
+            child = fresh_process_build(cuda_sol, definition, cache, arch)
+            rows += [
+                ("CUDA example (tvm-ffi), first build", f"{t_first:.2f} s"),
+                ("  cached rebuild, same process",
+                 f"{t_again * 1e3:.1f} ms (cached={again.meta['cached']})"),
+                ("  cached rebuild, fresh process (build() only)",
+                 f"{child['seconds'] * 1e3:.1f} ms (cached={child['cached']})"),
+                ("  target", ", ".join(again.meta["archs"])),
+            ]
+        if gpu and again is not None:
             runnable, device, sync = again, "cuda", torch.cuda.synchronize
         else:
-            again.close()
-            runnable, _ = timed_build(example("cpp_tvm", "cpp", "kernel.cpp::run"), definition, options)
+            if again is not None:
+                again.close()
+            runnable, t_cpp = timed_build(example("cpp_tvm", "cpp", "kernel.cpp::run"),
+                                          definition, options)
+            rows.append(("C++ example (tvm-ffi), first build", f"{t_cpp:.2f} s"))
             device, sync = "cpu", (lambda: None)
         x = torch.randn(1024, device=device)
         y = torch.randn(1024, device=device)
@@ -140,7 +151,8 @@ def main() -> None:
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"  {key:<{width}}  {value}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,4 +1,5 @@
-"""What every benchmark script shares: the exit code of a GPU-only script run without a GPU.
+"""What every benchmark script shares: the checkout on sys.path, the exit code of a GPU-only
+script run without a GPU.
 
 Scripts run as ``python benchmarks/<name>.py`` find this module beside them. A GPU-only script's
 ``--quick`` mode still parses its arguments and builds its inputs on a CPU, then exits with
@@ -9,8 +10,14 @@ CPU smoke test can tell "ran as far as it can here" from "broken".
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
+# "Ran as far as it can here; measured or compared nothing": a GPU-only script's --quick run on a
+# CPU, or a smoke step that stops before the real work.
 NEEDS_GPU = 3
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # the scripts import fib_core from this checkout
+    sys.path.insert(0, str(REPO))
 
 
 def needs_gpu(script: str, done: str = "") -> int:

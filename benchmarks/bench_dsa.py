@@ -8,13 +8,14 @@ For each workload: the output is checked first (attention: the organizers' atol 
 indexer: ids reachable, unique, the right count, and the sorted chosen scores equal to the
 reference's), and no speedup is printed for a failing one. Then both sides are timed with
 triton.testing.do_bench (L2 flushed before every call, median; CUDA events, so a few us of
-launch overhead are included); "kern ms" is our kernels' GPU time alone from the profiler
-(mean, L2 flushed), closer to the organizers' CUPTI timing. %roof uses the do_bench figure. The roofline floor is max(bytes / measured copy bandwidth,
-FLOPs / measured tensor-core peak) with the minimum traffic: attention reads each selected cache
-row once (1152 B) plus queries, indices and outputs; the indexer reads each used page once
-(64 x 132 B) plus queries, weights, tables and outputs. Inputs: attention rows select 2048
-distinct random cache tokens (the last token of a batch has a 1500-token context, padded);
+launch overhead are included); "kern ms" is the kit's own timer (``fib_core.bench.timing``,
+profiler span from the first kernel's start to the last one's end, gaps included, L2 flushed),
+the figure ``run_local.py`` reports. %roof uses the do_bench figure against the kit's roofline:
+the cost model of ``fib_core.dataset.roofline`` on the actual inputs (valid sparse indices,
+sequence lengths) and the datasheet peaks of the report's table. Inputs: attention rows select
+2048 distinct random cache tokens (the last token of a batch has a 1500-token context, padded);
 indexer lengths are random with one request filling ``max_num_pages``.
+On a CPU, ``--quick`` builds one input set of each definition and its cost, then exits 3.
 Writes the table to $OUT/bench_dsa.txt and $OUT/bench_dsa.json when OUT is set.
 """
 
@@ -31,12 +32,19 @@ from types import ModuleType
 
 import torch
 import triton
+from bench_common import needs_gpu
+
+from fib_core.bench.timing import measure
+from fib_core.dataset.roofline import (
+    GPU_PEAKS,
+    Cost,
+    GpuPeak,
+    detect_gpu_peak,
+    roofline_floor_ms,
+    workload_cost,
+)
 
 REPO = Path(__file__).resolve().parents[1]
-
-# Measured (not datasheet) peaks: copy bandwidth GB/s, dense BF16 TFLOP/s; FP8 is 2x BF16.
-MEASURED_PEAKS = {"H200": (4300.0, 790.0), "H100": (3000.0, 790.0)}
-
 
 def _load(path: Path, name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
@@ -51,83 +59,49 @@ def _load(path: Path, name: str) -> ModuleType:
 T = _load(REPO / "tests" / "starters" / "test_dsa.py", "_dsa_test_helpers")
 
 
-KERNEL_NAMES = {"attention": ("_dsa_split_kernel", "_dsa_combine_kernel"),
-                "indexer": ("_score_kernel", "_select_kernel")}
-
-
-def peaks(device_name: str) -> tuple[float, float]:
-    for key, value in MEASURED_PEAKS.items():
-        if key in device_name:
-            return value
-    return MEASURED_PEAKS["H100"]
+def gpu_peak() -> GpuPeak:
+    """The report's datasheet peaks for this GPU (H100 SXM's when it is not in the table)."""
+    return detect_gpu_peak(torch.cuda.get_device_name()) or GPU_PEAKS["H100 SXM"]
 
 
 def time_ms(fn, rep_ms: int = 100) -> float:
     return float(triton.testing.do_bench(fn, warmup=25, rep=rep_ms, return_mode="median"))
 
 
-def kernel_ms(fn, names: tuple[str, ...], iters: int = 30) -> float | None:
-    """Mean GPU time of our kernels per call (profiler timestamps, launch gaps excluded), the
-    way the organizers' CUPTI timing sees it; L2 is flushed before each call."""
-    from torch.profiler import ProfilerActivity, profile
-
-    flush = torch.empty(256 * 1024 * 1024, dtype=torch.int8, device="cuda")
-    fn()
-    torch.cuda.synchronize()
-    try:
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(iters):
-                flush.zero_()
-                fn()
-            torch.cuda.synchronize()
-        total_us = 0.0
-        for event in prof.events():
-            if any(n in event.name for n in names):
-                total_us += getattr(event, "device_time", None) or getattr(event, "cuda_time", 0.0)
-        return total_us / iters / 1e3 if total_us > 0 else None
-    except Exception:  # profiler unavailable: the events figure still stands
-        return None
+def kernel_ms(fn, iters: int = 30) -> float:
+    """The kit's latency of ``fn``: profiler span per call, L2 flushed, median of one trial."""
+    return measure(lambda i: fn(), lambda i: None, device="cuda", method="profiler", warmup=3,
+                   iterations=iters, trials=1).latency_ms
 
 
-def attention_cost(inputs: list) -> tuple[float, float, float]:
-    """(bytes, flops, tensor-core TFLOP/s factor) of the minimum work for these inputs."""
-    q_nope, q_pe, _, _, idx, _ = inputs
-    n, h, dc = q_nope.shape
-    dp = q_pe.shape[-1]
-    rows = float((idx >= 0).sum())
-    data = rows * (dc + dp) * 2 + (q_nope.numel() + q_pe.numel()) * 2 + idx.numel() * 4
-    data += n * h * dc * 2 + n * h * 4  # outputs
-    flops = 2.0 * h * rows * ((dc + dp) + dc)
-    return data, flops, 1.0
+def kit_cost(kind: str, inputs: list) -> Cost:
+    """The kit's cost model on these inputs (what the report's roofline column uses)."""
+    if kind == "attention":
+        axes = {"num_tokens": inputs[0].shape[0]}
+        return workload_cost(T.ATTN, axes, {"sparse_indices": inputs[4]})
+    batch, max_pages = inputs[4].shape  # block table
+    axes = {"batch_size": batch, "max_num_pages": max_pages}
+    return workload_cost(T.INDEXER, axes, {"seq_lens": inputs[3]})
 
 
-def indexer_cost(inputs: list) -> tuple[float, float, float]:
-    q, cache, weights, seq_lens, table = inputs
-    b, h, d = q.shape
-    page, width = cache.shape[1], cache.shape[3]
-    pages = float(((seq_lens.long() + page - 1) // page).sum())
-    data = pages * page * width + q.numel() + weights.numel() * 4 + table.numel() * 4
-    data += seq_lens.numel() * 4 + b * 2048 * 4
-    flops = 2.0 * h * d * pages * page
-    return data, flops, 2.0  # FP8 tensor cores
-
-
-def bench_one(kind: str, shape: tuple, reference, with_reference: bool, knobs: dict) -> dict:
+def make_inputs(kind: str, shape: tuple, device: str) -> tuple[list, list]:
+    """(inputs, outputs) of one shape, as the tests make them."""
     if kind == "attention":
         n = shape[0]
         valid = [2048] * n
         if n > 1:
             valid[-1] = 1500
-        inputs = T.make_attention_inputs(n, valid=valid, seed=n, device="cuda")
-        outputs = T.attention_outputs(inputs)
-        starter = T.attention_starter()
-        data, flops, tc = attention_cost(inputs)
-    else:
-        b, mp = shape
-        inputs = T.make_indexer_inputs(b, mp, seed=b * 100 + mp, device="cuda")
-        outputs = [torch.full((b, 2048), 12345, dtype=torch.int32, device="cuda")]
-        starter = T.indexer_starter()
-        data, flops, tc = indexer_cost(inputs)
+        inputs = T.make_attention_inputs(n, valid=valid, seed=n, device=device)
+        return inputs, T.attention_outputs(inputs)
+    b, mp = shape
+    inputs = T.make_indexer_inputs(b, mp, seed=b * 100 + mp, device=device)
+    return inputs, [torch.full((b, 2048), 12345, dtype=torch.int32, device=device)]
+
+
+def bench_one(kind: str, shape: tuple, reference, with_reference: bool, knobs: dict) -> dict:
+    inputs, outputs = make_inputs(kind, shape, "cuda")
+    starter = T.attention_starter() if kind == "attention" else T.indexer_starter()
+    cost = kit_cost(kind, inputs)
 
     def call() -> None:
         starter.run(*inputs, *outputs, **knobs)
@@ -147,13 +121,12 @@ def bench_one(kind: str, shape: tuple, reference, with_reference: bool, knobs: d
         row.update(ok=False, error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
         return row
     row["ms"] = time_ms(call)
-    row["kernel_ms"] = kernel_ms(call, KERNEL_NAMES[kind]) if with_reference else None
+    row["kernel_ms"] = kernel_ms(call) if with_reference else None
     if with_reference:
         row["ref_ms"] = time_ms(lambda: reference(*inputs), rep_ms=100)
         row["speedup"] = row["ref_ms"] / row["ms"]
-    bw, bf16 = peaks(torch.cuda.get_device_name())
-    floor_ms = max(data / (bw * 1e9), flops / (bf16 * tc * 1e12)) * 1e3
-    row.update(gbs=data / (row["ms"] * 1e-3) / 1e9, tflops=flops / (row["ms"] * 1e-3) / 1e12,
+    floor_ms = roofline_floor_ms(cost, gpu_peak()).ms
+    row.update(gbs=cost.achieved_gbs(row["ms"]), tflops=cost.achieved_tflops(row["ms"]),
                roofline_pct=100.0 * floor_ms / row["ms"], floor_ms=floor_ms)
     return row
 
@@ -198,8 +171,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=240.0, help="stop timing after this")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
-        print("bench_dsa: needs a CUDA GPU", file=sys.stderr)
-        return 2
+        if not args.quick:
+            return needs_gpu("bench_dsa.py", "--quick builds the inputs on a CPU")
+        done = []
+        for kind, shape in (("attention", (1,)), ("indexer", (1, 3))):
+            inputs, _ = make_inputs(kind, shape, "cpu")
+            cost = kit_cost(kind, inputs)
+            done.append(f"{kind} {shape}: {cost.bytes} B, {cost.flops} flop")
+        return needs_gpu("bench_dsa.py", "; ".join(done))
 
     attn_shapes = [(n,) for n in T.ATTN_NUM_TOKENS]
     idx_shapes = list(T.INDEXER_REAL)
@@ -233,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(out).mkdir(parents=True, exist_ok=True)
         (Path(out) / "bench_dsa.txt").write_text(text + "\n", encoding="utf-8")
         (Path(out) / "bench_dsa.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
-    return 0
+    return 0 if rows else 1
 
 
 def sweep(only: str | None, refs: dict) -> str:

@@ -1,8 +1,9 @@
 """Benchmark of the gated delta net starters on the real workload shapes (needs a CUDA GPU).
 
-For every decode batch size and a spread of prefill shapes it prints the starters' latency
-(triton.testing.do_bench: L2 flushed before each run, median), the kit reference's latency,
-the speedup, achieved GB/s and the share of the memory roofline (bytes that must move / the
+For every decode batch size and a spread of prefill shapes it prints the starters' latency and
+the kit reference's, both measured the way ``run_local.py`` measures them (the kit's timer:
+profiler span from the first kernel's start to the last one's end, L2 flushed before each call;
+the reference with the evaluator's warm-up and iteration counts), the speedup, achieved GB/s and the share of the memory roofline (bytes that must move / the
 copy bandwidth measured on this GPU at start-up). When the ``fla`` package
 (flash-linear-attention, ``fla-core``) is importable, its recurrent decode and chunked prefill
 run on the same inputs, with the gates computed in-kernel, as the outside yardstick.
@@ -13,6 +14,8 @@ element) before it is timed; a kernel that fails shows FAIL instead of a speedup
     python benchmarks/bench_gdn.py            # decode + prefill table
     python benchmarks/bench_gdn.py --tune     # also sweep decode launch parameters
     python benchmarks/tune_gdn_prefill.py     # the prefill sweep (launch config, work dtypes)
+    python benchmarks/bench_gdn.py --quick    # 2 decode batches, 2 prefill shapes (on a CPU:
+                                              # builds one input set, exits 3)
 
 The table is also written to $OUT/bench_gdn.txt (and .json) when $OUT is set.
 """
@@ -23,7 +26,6 @@ import argparse
 import importlib.util
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -34,6 +36,11 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from bench_common import needs_gpu  # noqa: E402 - after the checkout is on sys.path
+
+from fib_core.bench.evaluate import REFERENCE_MAX_ITERATIONS, REFERENCE_MAX_WARMUP  # noqa: E402
+from fib_core.bench.timing import measure  # noqa: E402
 
 
 def _load_test_helpers():
@@ -63,17 +70,22 @@ def bench_us(fn: Callable[[], object]) -> float:
     return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e3
 
 
-def bench_slow_us(fn: Callable[[], object], runs: int = 3) -> float:
-    """Median of a few runs for slow functions (the references), one warm-up first."""
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(runs):
+def kit_us(fn: Callable[[], object], reference: bool = False, budget_s: float = 5.0) -> float:
+    """Microseconds as ``run_local.py`` reports them: the kit's timer (profiler span, L2 flushed,
+    median). A reference gets the evaluator's counts (fewer when one call is slow), so both
+    sides of a speedup are the same quantity."""
+    warmup, iterations = 10, 50
+    if reference:
         start = time.perf_counter()
         fn()
         torch.cuda.synchronize()
-        times.append((time.perf_counter() - start) * 1e6)
-    return statistics.median(times)
+        one = time.perf_counter() - start
+        warmup, iterations = REFERENCE_MAX_WARMUP, REFERENCE_MAX_ITERATIONS
+        if one * (warmup + iterations) > budget_s:
+            warmup, iterations = 0, max(3, min(iterations, int(budget_s / max(one, 1e-9))))
+    result = measure(lambda i: fn(), lambda i: None, device="cuda", method="profiler",
+                     warmup=warmup, iterations=iterations, trials=1)
+    return result.latency_ms * 1e3
 
 
 def copy_bandwidth_gbs() -> float:
@@ -173,14 +185,14 @@ def row(label, bytes_moved, bw, ref_us, results) -> list[str]:
     return cells
 
 
-def run_decode(bw, fla, cuda_run, lines, records):
+def run_decode(bw, fla, cuda_run, lines, records, batches):
     trit = H.load_triton_starter(H.DECODE_DIR / "triton").run
     ref = H.kit_reference(H.DECODE)
     lines.append("decode: batch | ref ms | kernel latency, speedup vs ref, GB/s, % of copy BW")
-    for batch in H.DECODE_BATCHES:
+    for batch in batches:
         inputs = H.decode_inputs(batch, seed=batch, device="cuda")
         want = ref(*inputs)
-        ref_us = bench_slow_us(lambda inputs=inputs: ref(*inputs))
+        ref_us = kit_us(lambda inputs=inputs: ref(*inputs), reference=True)
         results = {}
         for name, run in (("triton", trit), ("cuda", cuda_run)):
             if run is None:
@@ -188,20 +200,20 @@ def run_decode(bw, fla, cuda_run, lines, records):
                 continue
             call, outs = dps(run, inputs, False)
             call()
-            results[name] = (bench_us(call), verdict(outs, want))
+            results[name] = (kit_us(call), verdict(outs, want))
         if fla is not None:
             call = fla_decode_fn(fla, inputs)
-            results["fla"] = (bench_us(call), verdict(call(), want))
+            results["fla"] = (kit_us(call), verdict(call(), want))
         cells = row(f"B={batch:<3d}", decode_bytes(batch), bw, ref_us, results)
         lines.append(" | ".join(cells))
         records.append({"definition": H.DECODE, "batch": batch, "ref_us": ref_us,
                         **{k: {"us": v[0], "check": v[1]} for k, v in results.items()}})
 
 
-def prefill_shape_inputs(total: int, n: int) -> list:
-    """Seeded GPU inputs of a prefill shape: ``total`` tokens in ``n`` uneven sequences."""
+def prefill_shape_inputs(total: int, n: int, device: str = "cuda") -> list:
+    """Seeded inputs of a prefill shape: ``total`` tokens in ``n`` uneven sequences."""
     gen = torch.Generator().manual_seed(total * 100 + n)
-    return H.prefill_inputs(H.split_lengths(total, n, gen), seed=total + n, device="cuda")
+    return H.prefill_inputs(H.split_lengths(total, n, gen), seed=total + n, device=device)
 
 
 def run_prefill(bw, fla, lines, records, shapes):
@@ -211,13 +223,13 @@ def run_prefill(bw, fla, lines, records, shapes):
     for total, n in shapes:
         inputs = prefill_shape_inputs(total, n)
         want = ref(*inputs)
-        ref_us = bench_slow_us(lambda inputs=inputs: ref(*inputs), runs=1 if total > 2000 else 3)
+        ref_us = kit_us(lambda inputs=inputs: ref(*inputs), reference=True)
         call, outs = dps(trit, inputs, True)
         call()
-        results = {"triton": (bench_us(call), verdict(outs, want))}
+        results = {"triton": (kit_us(call), verdict(outs, want))}
         if fla is not None:
             call = fla_prefill_fn(fla, inputs)
-            results["fla"] = (bench_us(call), verdict(call(), want))
+            results["fla"] = (kit_us(call), verdict(call(), want))
         cells = row(f"T={total:<5d}N={n:<3d}", prefill_bytes(total, n), bw, ref_us, results)
         lines.append(" | ".join(cells))
         records.append({"definition": H.PREFILL, "total": total, "num_seqs": n, "ref_us": ref_us,
@@ -252,10 +264,13 @@ def main() -> int:
     parser.add_argument("--no-cuda", action="store_true", help="skip the CUDA decode starter")
     parser.add_argument("--all-prefill", action="store_true",
                         help="every distinct real prefill shape, not the spread of 11")
+    parser.add_argument("--quick", action="store_true", help="2 decode batches, 2 prefill shapes")
     args = parser.parse_args()
     if not torch.cuda.is_available():
-        print("bench_gdn needs a CUDA GPU")
-        return 2
+        if not args.quick:
+            return needs_gpu("bench_gdn.py", "--quick builds one input set on a CPU")
+        inputs = H.decode_inputs(1, seed=1, device="cpu")
+        return needs_gpu("bench_gdn.py", f"decode B=1: {len(inputs)} inputs built")
 
     bw = copy_bandwidth_gbs()
     lines = Lines()
@@ -270,8 +285,11 @@ def main() -> int:
         except Exception as err:
             lines.append(f"cuda starter not built: {type(err).__name__}: {str(err)[:300]}")
     records: list[dict] = []
-    run_decode(bw, fla, cuda_run, lines, records)
+    batches = [1, 64] if args.quick else H.DECODE_BATCHES
+    run_decode(bw, fla, cuda_run, lines, records, batches)
     shapes = H.PREFILL_SHAPES if args.all_prefill else PREFILL_BENCH
+    if args.quick:
+        shapes = [(134, 1), (8192, 32)]
     run_prefill(bw, fla, lines, records, shapes)
     if args.tune:
         tune(lines)
@@ -281,7 +299,7 @@ def main() -> int:
     if out_dir:
         Path(out_dir, "bench_gdn.txt").write_text(text + "\n")
         Path(out_dir, "bench_gdn.json").write_text(json.dumps(records, indent=1))
-    return 0
+    return 0 if records else 1
 
 
 if __name__ == "__main__":

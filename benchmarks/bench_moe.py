@@ -3,12 +3,15 @@
     python benchmarks/bench_moe.py                  # every real token count
     python benchmarks/bench_moe.py --tokens 1 901   # a subset
     python benchmarks/bench_moe.py --sweep          # also try alternative tile configs
+    python benchmarks/bench_moe.py --quick          # T = 1 and 901 only (on a CPU: the
+                                                    # routing inputs and their cost, exit 3)
 
 For each workload: checks the output against the kit's reference (organizers' MoE rule: atol 1,
 rtol 0.3, 90% matched; no speedup is printed for a failing output), then times both with
-triton.testing.do_bench (L2 flushed before every call, median). The roofline floor is the larger
-of bytes / measured copy bandwidth (the chosen experts' FP8 weights dominate at small T) and
-FLOPs / FP8 tensor-core throughput (large T). Inputs are random; the routing logits of the real
+triton.testing.do_bench (L2 flushed before every call, median). The roofline floor is the kit's
+(``fib_core.dataset.roofline``: its cost model on the actual routing, the report's datasheet
+peaks): the larger of bytes / bandwidth (the chosen experts' FP8 weights dominate at small T)
+and FLOPs / FP8 tensor-core throughput (large T). Inputs are random; the routing logits of the real
 workloads come from files that are not public, so expert loads here are those of random logits.
 Writes the table to $OUT/bench_moe.txt and $OUT/bench_moe.json when OUT is set.
 """
@@ -25,6 +28,16 @@ import time
 from pathlib import Path
 
 import torch
+from bench_common import needs_gpu
+
+from fib_core.dataset.roofline import (
+    GPU_PEAKS,
+    Cost,
+    GpuPeak,
+    detect_gpu_peak,
+    roofline_floor_ms,
+    workload_cost,
+)
 
 DEFINITION = "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048"
 REPO = Path(__file__).resolve().parents[1]
@@ -39,11 +52,6 @@ WORKLOADS = [
 ]
 HIDDEN, INTER, NUM_LOCAL, NUM_EXPERTS = 7168, 2048, 32, 256
 ATOL, RTOL, MATCHED = 1.0, 0.3, 0.9
-
-# Measured (not datasheet) peaks: copy bandwidth in GB/s, dense FP8 tensor-core TFLOP/s
-# (about 2x the measured dense BF16 figure).
-MEASURED_PEAKS = {"H200": (4300.0, 1580.0), "H100": (3000.0, 1580.0)}
-
 
 def load_module(name: str):
     """Import a starter module as part of a package (the starter uses relative imports)."""
@@ -62,12 +70,14 @@ def load_reference():
     return mod.run
 
 
-def make_inputs(num_tokens: int, offset: int, seed: int) -> list:
-    """Random inputs in the definition's order, drawn on the GPU (weights are 1.4 GB)."""
-    g = torch.Generator(device="cuda").manual_seed(seed)
+def make_inputs(num_tokens: int, offset: int, seed: int, device: str = "cuda",
+                weights: bool = True) -> list:
+    """Random inputs in the definition's order (weights are 1.4 GB; ``weights=False`` leaves
+    them None, for a CPU smoke run that needs only the routing)."""
+    g = torch.Generator(device=device).manual_seed(seed)
 
     def randn(*shape):
-        return torch.randn(*shape, generator=g, device="cuda")
+        return torch.randn(*shape, generator=g, device=device)
 
     def fp8(*shape):
         return randn(*shape).clamp_(-2, 2).to(torch.float8_e4m3fn)
@@ -77,10 +87,10 @@ def make_inputs(num_tokens: int, offset: int, seed: int) -> list:
         (randn(NUM_EXPERTS) * 0.1).to(torch.bfloat16),
         fp8(num_tokens, HIDDEN),
         randn(HIDDEN // 128, num_tokens),
-        fp8(NUM_LOCAL, 2 * INTER, HIDDEN),
-        randn(NUM_LOCAL, 2 * INTER // 128, HIDDEN // 128),
-        fp8(NUM_LOCAL, HIDDEN, INTER),
-        randn(NUM_LOCAL, HIDDEN // 128, INTER // 128),
+        fp8(NUM_LOCAL, 2 * INTER, HIDDEN) if weights else None,
+        randn(NUM_LOCAL, 2 * INTER // 128, HIDDEN // 128) if weights else None,
+        fp8(NUM_LOCAL, HIDDEN, INTER) if weights else None,
+        randn(NUM_LOCAL, HIDDEN // 128, INTER // 128) if weights else None,
         offset,
         2.5,
     ]
@@ -92,20 +102,16 @@ def matched_ratio(out: torch.Tensor, ref: torch.Tensor) -> float:
     return 1.0 - bad.float().mean().item()
 
 
-def cost(num_tokens: int, counts: list[int]) -> tuple[float, float]:
-    """(bytes, FLOPs) of the least work: chosen experts' weights read once, 6*pairs*H*I FLOPs."""
-    active = sum(1 for c in counts if c > 0)
-    pairs = sum(counts)
-    per_expert = 3 * INTER * HIDDEN + 4 * ((2 * INTER // 128) + (INTER // 128)) * (HIDDEN // 128)
-    tokens = num_tokens * (NUM_EXPERTS * 4 + HIDDEN + (HIDDEN // 128) * 4 + HIDDEN * 2)
-    return float(active * per_expert + tokens + NUM_EXPERTS * 2), 6.0 * pairs * HIDDEN * INTER
+def kit_cost(inputs: list) -> Cost:
+    """The kit's cost model on these inputs' routing (what the report's roofline column uses)."""
+    named = {"routing_logits": inputs[0], "routing_bias": inputs[1],
+             "local_expert_offset": inputs[8]}
+    return workload_cost(DEFINITION, {"seq_len": inputs[0].shape[0]}, named)
 
 
-def peaks(device_name: str) -> tuple[float, float]:
-    for key, value in MEASURED_PEAKS.items():
-        if key in device_name:
-            return value
-    return MEASURED_PEAKS["H100"]
+def gpu_peak() -> GpuPeak:
+    """The report's datasheet peaks for this GPU (H100 SXM's when it is not in the table)."""
+    return detect_gpu_peak(torch.cuda.get_device_name()) or GPU_PEAKS["H100 SXM"]
 
 
 def time_ms(fn, rep_ms: int) -> float:
@@ -129,14 +135,13 @@ def bench_one(num_tokens: int, offset: int, reference, config=None, with_referen
     row["ms"] = time_ms(lambda: kernel.moe_forward(*inputs, out, config=config), 100)
     if with_reference:
         row["ref_ms"] = time_ms(lambda: reference(*inputs), 50)
-    nbytes, flops = cost(num_tokens, counts)
-    bw, tflops = peaks(torch.cuda.get_device_name())
-    floor_bytes, floor_flops = nbytes / bw / 1e6, flops / tflops / 1e9
+    cost = kit_cost(inputs)
+    floor = roofline_floor_ms(cost, gpu_peak())
     row.update(
-        gbs=nbytes / row["ms"] / 1e6,
-        tflops=flops / row["ms"] / 1e9,
-        bound="bytes" if floor_bytes >= floor_flops else "flops",
-        roofline_pct=100.0 * max(floor_bytes, floor_flops) / row["ms"],
+        gbs=cost.achieved_gbs(row["ms"]),
+        tflops=cost.achieved_tflops(row["ms"]),
+        bound="bytes" if floor.bound == "memory" else "flops",
+        roofline_pct=100.0 * floor.ms / row["ms"],
     )
     return row
 
@@ -243,10 +248,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--breakdown", type=int, nargs="*", help="token counts to time per launch")
     p.add_argument("--kernel-report", action="store_true", help="print smem/regs/spills")
     p.add_argument("--deadline", type=float, default=1e9, help="seconds after which to stop")
+    p.add_argument("--quick", action="store_true", help="T = 1 and 901 only")
     args = p.parse_args(argv)
+    if args.quick and not args.tokens:
+        args.tokens = [1, 901]
     if not torch.cuda.is_available():
-        print("bench_moe: needs a CUDA GPU")
-        return 2
+        if not args.quick:
+            return needs_gpu("bench_moe.py", "--quick builds the routing inputs on a CPU")
+        t, offset = WORKLOADS[0]
+        cost = kit_cost(make_inputs(t, offset, seed=t, device="cpu", weights=False))
+        return needs_gpu("bench_moe.py", f"T={t}: {cost.bytes} B, {cost.flops} flop")
     start = time.time()
     reference = load_reference()
     device = torch.cuda.get_device_name()
@@ -267,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     if out_dir:
         Path(out_dir, "bench_moe.txt").write_text(text + "\n")
         Path(out_dir, "bench_moe.json").write_text(json.dumps({"device": device, "rows": rows}, indent=1))
-    return 0 if all(r["ok"] for r in rows) else 1
+    return 0 if rows and all(r["ok"] for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -3,12 +3,14 @@
 For three kernels (a tiny one under 10 us, one around 100 us, one over 1 ms) this prints:
 - the engine's latency (kernel-only method, three separate runs: run-to-run spread),
 - the engine's latency with CUDA events (includes launch overhead),
-- an independent kernel time from torch.profiler, measured here in this process with our own
-  L2 flush (median of the solution kernel's device durations),
+- the kit's own timer (``fib_core.bench.timing.measure``, profiler span, L2 flushed, the
+  organizers' trials) called here in this process on the built solution: the same definition
+  of the figure without the worker, input rotation and re-checks around it,
 - ``triton.testing.do_bench`` (median),
-and the ratios engine / profiler and engine / do_bench, plus the harness time per run.
+and the ratios engine / in-process and engine / do_bench, plus the harness time per run.
 
-Usage: ``python benchmarks/bench_timing.py [--json results.json]`` on a machine with a GPU.
+Usage: ``python benchmarks/bench_timing.py [--json results.json]`` on a machine with a GPU;
+``--quick`` (or ``--smoke-cpu``) runs the engine part on a CPU with a tiny workload.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common
 
 AXPY_REFERENCE = "def run(x, y, alpha):\n    return alpha * x + y\n"
 MATMUL_REFERENCE = "import torch\n\n\ndef run(a, b):\n    return a @ b\n"
@@ -52,11 +55,11 @@ def run(a, b, c):
     torch.matmul(a, b, out=c)
 '''
 
-# (label, definition name, axes, kernel-name substring for the independent profiler)
+# (label, definition name, axes)
 CASES = [
-    ("axpy 256K (<10 us)", "bench_axpy", {"n": 16_384}, "_axpy"),
-    ("axpy 25M (~100 us)", "bench_axpy", {"n": 1_600_000}, "_axpy"),
-    ("matmul 8192^3 bf16 (>1 ms)", "bench_matmul", {"m": 8192}, ""),
+    ("axpy 256K (<10 us)", "bench_axpy", {"n": 16_384}),
+    ("axpy 25M (~100 us)", "bench_axpy", {"n": 1_600_000}),
+    ("matmul 8192^3 bf16 (>1 ms)", "bench_matmul", {"m": 8192}),
 ]
 
 
@@ -109,62 +112,45 @@ def _workload(def_name: str, axes: dict, index: int) -> object:
                                          "inputs": inputs}})
 
 
-def _independent(definition, workload, source: str, kernel_substring: str) -> tuple[float, float]:
-    """(torch.profiler kernel median ms, do_bench median ms), measured in this process."""
+def _independent(definition, workload, source: str) -> tuple[float, float]:
+    """(kit timer in this process, do_bench median) in ms, on the same built solution."""
     import torch
     import triton.testing
-    from torch.profiler import ProfilerActivity, profile
 
     from fib_core.bench._build import build_solution
     from fib_core.bench.inputs import generate_inputs
+    from fib_core.bench.timing import measure
+    from fib_core.data.dtypes import torch_dtype
 
     # Triton needs its kernels in a real file: build the same sources the engine ran.
     language = "triton" if "triton" in source else "python"
     fn = build_solution(_solution(definition.name, source, language), definition).fn
     inputs = generate_inputs(definition, workload, seed=0, device="cuda", dataset_root=None)
     shapes = definition.output_shapes(workload.axes)
-    from fib_core.data.dtypes import torch_dtype
-
     outs = [torch.empty(shapes[n], dtype=torch_dtype(s.dtype), device="cuda")
             for n, s in definition.outputs.items()]
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    flush = torch.empty(2 * l2 // 4, dtype=torch.int32, device="cuda")
-    for _ in range(10):
-        fn(*inputs, *outs)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(100):
-            flush.zero_()
-            fn(*inputs, *outs)
-        torch.cuda.synchronize()
-    from torch.autograd import DeviceType
-
-    durations = [
-        e.time_range.elapsed_us() / 1e3 for e in prof.events()
-        if e.device_type == DeviceType.CUDA and "fill" not in e.name.lower()
-        and "zero" not in e.name.lower() and kernel_substring in e.name
-    ]
-    per_call = durations[-100:]
-    prof_ms = statistics.median(per_call) if per_call else float("nan")
+    kit = measure(lambda i: fn(*inputs, *outs), lambda i: None, device="cuda",
+                  method="profiler", warmup=10, iterations=50, trials=3)
     bench_ms = triton.testing.do_bench(lambda: fn(*inputs, *outs), warmup=25, rep=200,
                                        return_mode="median")
-    return prof_ms, bench_ms
+    return kit.latency_ms, bench_ms
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     parser.add_argument("--runs", type=int, default=3, help="engine runs per kernel (spread)")
-    parser.add_argument("--smoke-cpu", action="store_true",
-                        help="tiny CPU dry run of the engine part (no GPU figures)")
+    parser.add_argument("--quick", "--smoke-cpu", dest="quick", action="store_true",
+                        help="tiny CPU run of the engine part (no GPU figures)")
     args = parser.parse_args()
     import torch
 
-    if args.smoke_cpu:
+    if args.quick:
         return _smoke_cpu()
     if not torch.cuda.is_available():
-        print("bench_timing: needs a CUDA GPU", file=sys.stderr)
-        return 2
+        from bench_common import needs_gpu
+
+        return needs_gpu("bench_timing.py", "--quick runs the engine part on a CPU")
     from fib_core.bench import Benchmark, BenchmarkConfig
     from fib_core.data.traceset import TraceSet
 
@@ -173,7 +159,7 @@ def main() -> int:
     ts = TraceSet(root=None, definitions=defs)
     rows = []
     print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}")
-    for index, (label, def_name, axes, kname) in enumerate(CASES):
+    for index, (label, def_name, axes) in enumerate(CASES):
         workload_rec = _workload(def_name, axes, index)
         solution = _solution(def_name, *sources[def_name])
         engine, harness, spreads = [], [], []
@@ -195,21 +181,21 @@ def main() -> int:
             (trace,) = bench.run_solution(solution, [workload_rec])
             events_ms = trace.evaluation.performance.latency_ms
         prof_ms, do_bench_ms = _independent(defs[def_name], workload_rec.workload,
-                                            sources[def_name][0], kname)
+                                            sources[def_name][0])
         med = statistics.median(engine)
         rows.append({
             "kernel": label, "method": method, "engine_ms": engine, "engine_median_ms": med,
             "run_to_run_spread_pct": 100 * (max(engine) - min(engine)) / med,
             "within_run_p10_p90_ms": [spreads[0]["p10"], spreads[0]["p90"]],
-            "events_ms": events_ms, "profiler_ms": prof_ms, "do_bench_ms": do_bench_ms,
-            "engine_over_profiler": med / prof_ms, "engine_over_do_bench": med / do_bench_ms,
+            "events_ms": events_ms, "in_process_ms": prof_ms, "do_bench_ms": do_bench_ms,
+            "engine_over_in_process": med / prof_ms, "engine_over_do_bench": med / do_bench_ms,
             "harness_s_per_run": harness,
         })
         print(json.dumps(rows[-1]), flush=True)  # keep each figure even if a later case fails
     _print_table(rows)
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=1))
-    return 0
+    return 0 if rows else 1
 
 
 def _smoke_cpu() -> int:
@@ -229,7 +215,7 @@ def _smoke_cpu() -> int:
 
 def _print_table(rows: list[dict]) -> None:
     head = (f"{'kernel':28} {'engine ms (3 runs)':30} {'spread':>7} {'p10..p90 (run 1)':>20} "
-            f"{'events':>9} {'profiler':>9} {'do_bench':>9} {'eng/prof':>8} {'eng/dob':>8} "
+            f"{'events':>9} {'in-proc':>9} {'do_bench':>9} {'eng/inp':>8} {'eng/dob':>8} "
             f"{'harness s':>10}")
     print(head)
     print("-" * len(head))
@@ -237,8 +223,8 @@ def _print_table(rows: list[dict]) -> None:
         runs = ", ".join(f"{v:.4f}" for v in r["engine_ms"])
         p10, p90 = r["within_run_p10_p90_ms"]
         print(f"{r['kernel']:28} {runs:30} {r['run_to_run_spread_pct']:6.1f}% "
-              f"{p10:9.4f}..{p90:<9.4f} {r['events_ms']:9.4f} {r['profiler_ms']:9.4f} "
-              f"{r['do_bench_ms']:9.4f} {r['engine_over_profiler']:8.3f} "
+              f"{p10:9.4f}..{p90:<9.4f} {r['events_ms']:9.4f} {r['in_process_ms']:9.4f} "
+              f"{r['do_bench_ms']:9.4f} {r['engine_over_in_process']:8.3f} "
               f"{r['engine_over_do_bench']:8.3f} {statistics.median(r['harness_s_per_run']):10.2f}")
     if rows:
         print(f"engine method: {rows[0]['method']}; spread = (max - min) / median over runs")

@@ -2,7 +2,8 @@
 
 Generates 5 definitions, 2,000 workloads and 50,000 traces (a mix of statuses, five authors
 including the baseline) into a temporary folder, then loads it several times and prints the
-timings and a per-phase profile summary. Run: ``python benchmarks/bench_traceset_load.py``.
+timings and a per-phase profile summary. Run: ``python benchmarks/bench_traceset_load.py``
+(``--quick``: a tiny dataset loaded once, for the CI smoke test).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import cProfile
 import pstats
 import random
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -126,14 +128,18 @@ def generate(root: Path, n_defs: int, n_workloads: int, n_traces: int, seed: int
                        / f"{definition.name}.jsonl")
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--definitions", type=int, default=5)
     parser.add_argument("--workloads", type=int, default=2000)
     parser.add_argument("--traces", type=int, default=50000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--profile", action="store_true", help="print the top functions")
+    parser.add_argument("--quick", action="store_true",
+                        help="2 definitions, 20 workloads, 200 traces, 1 load (CI smoke)")
     args = parser.parse_args()
+    if args.quick:
+        args.definitions, args.workloads, args.traces, args.repeats = 2, 20, 200, 1
 
     with tempfile.TemporaryDirectory(prefix="fib-bench-") as tmp:
         root = Path(tmp)
@@ -169,7 +175,12 @@ def main() -> None:
             TraceSet.from_path(root)
             prof.disable()
             pstats.Stats(prof).sort_stats("tottime").print_stats(12)
+    if n_traces != args.traces or len(ts.definitions) != args.definitions:
+        print(f"error: loaded {n_traces} traces of {len(ts.definitions)} definitions, generated "
+              f"{args.traces} of {args.definitions}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

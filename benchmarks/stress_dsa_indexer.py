@@ -7,6 +7,7 @@ seeded input sets: the largest score error against fp32 scores, the number of se
 selection fails the sorted-scores check (atol = rtol = 1e-2), and the latency (do_bench).
 
     python benchmarks/stress_dsa_indexer.py [--sets 64]
+    python benchmarks/stress_dsa_indexer.py --quick   # 4 sets of one shape (CPU: inputs, exit 3)
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import triton
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from bench_common import needs_gpu  # noqa: E402
 
 
 def _helpers():
@@ -68,10 +71,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", type=int, default=64)
     parser.add_argument("--shapes", nargs="*", default=["29:83", "8:35", "30:32"])
+    parser.add_argument("--quick", action="store_true", help="4 sets of one shape (8:35)")
     args = parser.parse_args()
+    if args.quick:
+        args.sets, args.shapes = min(args.sets, 4), ["8:35"]
     if not torch.cuda.is_available():
-        print("stress_dsa_indexer needs a CUDA GPU")
-        return 2
+        if not args.quick:
+            return needs_gpu("stress_dsa_indexer.py", "--quick builds one input set on a CPU")
+        batch, max_pages = (int(x) for x in args.shapes[0].split(":"))
+        inputs = T.make_indexer_inputs(batch, max_pages, seed=10_000, device="cpu")
+        scores = ref_scores(inputs)
+        return needs_gpu("stress_dsa_indexer.py", f"8:35: fp32 scores {tuple(scores.shape)}")
     mod = T.indexer_starter()
     print(f"device: {torch.cuda.get_device_name()}")
     print("shape   operands  max|err|  max err/|score|max  failing sets  latency us")

@@ -9,6 +9,7 @@ also prints registers and spills of the compiled default kernels.
     python benchmarks/tune_gdn_prefill.py                   # default shapes and variants
     python benchmarks/tune_gdn_prefill.py --shapes 5709:2 8192:32
     python benchmarks/tune_gdn_prefill.py --once 8192:32    # one default call (for ncu)
+    python benchmarks/tune_gdn_prefill.py --quick           # one shape (CPU: inputs, exit 3)
 
 The table is also written to $OUT/tune_gdn_prefill.txt when $OUT is set.
 """
@@ -27,6 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import bench_gdn  # noqa: E402  (the test helpers and timing of the main GDN benchmark)
+from bench_common import needs_gpu  # noqa: E402
 
 H = bench_gdn.H
 SHAPES = [(139, 3), (2107, 1), (5709, 2), (8192, 32), (8192, 57)]
@@ -94,10 +96,15 @@ def main() -> int:
     parser.add_argument("--shapes", nargs="*", type=parse_shape, default=SHAPES,
                         help="TOTAL:NUM_SEQS pairs")
     parser.add_argument("--once", type=parse_shape, help="run one default call and exit")
+    parser.add_argument("--quick", action="store_true", help="one shape (139:3)")
     args = parser.parse_args()
+    if args.quick:
+        args.shapes = [(139, 3)]
     if not torch.cuda.is_available():
-        print("tune_gdn_prefill needs a CUDA GPU")
-        return 2
+        if not args.quick:
+            return needs_gpu("tune_gdn_prefill.py", "--quick builds one input set on a CPU")
+        inputs = bench_gdn.prefill_shape_inputs(*args.shapes[0], device="cpu")
+        return needs_gpu("tune_gdn_prefill.py", f"prefill 139:3: {len(inputs)} inputs built")
     mod = H.load_triton_starter(H.PREFILL_DIR / "triton")
     base = mod.launch_config
 

@@ -1,0 +1,87 @@
+"""Every benchmark script runs in its quick mode, so none of them rots unnoticed.
+
+On a CPU a script that can measure something here (build times, TraceSet loading, the engine's
+CPU path, the references' wall clock) must exit 0; a GPU-only one must still parse its
+arguments and build its inputs, then exit with ``bench_common.NEEDS_GPU`` and say why. With a
+GPU every quick run must exit 0.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH = REPO / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+from bench_common import NEEDS_GPU  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+# script -> (extra arguments, runs on a CPU, what a CPU run must print)
+SCRIPTS: dict[str, tuple[list[str], bool, str]] = {
+    "bench_build.py": ([], True, "per call, Runnable(*args)"),
+    "bench_traceset_load.py": ([], True, "TraceSet.from_path over 1 runs"),
+    "bench_timing.py": ([], True, "PASSED"),
+    "bench_references.py": (["--out", "{tmp}"], True, "1 timed"),
+    "bench_reference_timing.py": ([], False, "needs a CUDA GPU"),
+    "bench_dsa.py": ([], False, "needs a CUDA GPU"),
+    "bench_gdn.py": ([], False, "needs a CUDA GPU"),
+    "bench_moe.py": ([], False, "needs a CUDA GPU"),
+    "stress_dsa_indexer.py": ([], False, "needs a CUDA GPU"),
+    "tune_gdn_prefill.py": ([], False, "needs a CUDA GPU"),
+    "modal_body_check.py": ([], False, "nothing compared"),
+}
+HELPERS = {"bench_common.py"}
+
+
+def _gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def test_every_script_has_a_smoke_run() -> None:
+    scripts = {p.name for p in BENCH.glob("*.py")} - HELPERS
+    assert scripts == set(SCRIPTS), "add new benchmark scripts to SCRIPTS with their quick mode"
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_quick_mode(script: str, tmp_path: Path) -> None:
+    extra, on_cpu, says = SCRIPTS[script]
+    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", OUT="")
+    env.pop("FIB_DATASET_PATH", None)
+    args = [a.format(tmp=tmp_path) for a in extra]
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / script), "--quick", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=600,
+    )
+    output = proc.stdout + proc.stderr
+    expected = 0 if (on_cpu or _gpu()) and script != "modal_body_check.py" else NEEDS_GPU
+    assert proc.returncode == expected, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    if not _gpu():
+        assert says in output, output[-3000:]
+    assert list(tmp_path.iterdir()) == [] or script == "bench_references.py"  # writes only --out
+
+
+def test_modal_body_check_refuses_to_compare_nothing(tmp_path: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "modal_body_check.py")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and "--local-json is required" in proc.stderr
