@@ -2,6 +2,7 @@
 
     python benchmarks/bench_apply.py                # GPU when present, else CPU
     python benchmarks/bench_apply.py --device cpu --calls 20000
+    python benchmarks/bench_apply.py --quick        # 200 calls (CI smoke)
 
 A toy definition (y = x, x of shape [n, 64]) with one destination-passing Python solution;
 each variant runs ``--calls`` times after a warm-up and the mean host time per call is printed:
@@ -119,7 +120,10 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", choices=["cuda", "cpu"])
     p.add_argument("--calls", type=int, default=20000)
+    p.add_argument("--quick", action="store_true", help="200 calls (CI smoke)")
     a = p.parse_args()
+    if a.quick:
+        a.calls = min(a.calls, 200)
     device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
     with tempfile.TemporaryDirectory() as cache:
         runtime = ApplyRuntime(trace_set(), ApplyConfig(), cache_dir=cache)
