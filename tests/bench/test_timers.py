@@ -12,6 +12,7 @@ is labelled with.
 
 from __future__ import annotations
 
+import time
 import types
 from contextlib import contextmanager
 
@@ -81,10 +82,15 @@ def _profiler_event(name: str, device: str, start_ns: int, end_ns: int):
     )
 
 
-def install_fake_profiler(monkeypatch, gpu: FakeGpu, annotate: bool = True) -> None:
+def install_fake_profiler(
+    monkeypatch, gpu: FakeGpu, annotate: bool = True, raw: bool = False
+) -> list:
     """torch.profiler.profile/record_function over the simulated GPU. Each marked range gives
-    a CPU event (host time) and, when ``annotate``, the GPU annotation of its kernels."""
+    a CPU event (host time) and, when ``annotate``, the GPU annotation of its kernels. With
+    ``raw`` the session also exposes the raw (kineto) records and its event list fails, so a
+    test sees which one the timer read. Returns the list of sessions opened."""
     marks: list[tuple[str, int, int]] = []  # (name, first kernel index, end kernel index)
+    sessions: list = []
 
     @contextmanager
     def record_function(name):
@@ -92,9 +98,38 @@ def install_fake_profiler(monkeypatch, gpu: FakeGpu, annotate: bool = True) -> N
         yield
         marks.append((name, first, len(gpu.kernels)))
 
+    def annotations():
+        out = [("aten::zero_", "CPU", 0, 10)]  # unrelated ranges are skipped
+        for name, lo, hi in marks:
+            kernels = gpu.kernels[lo:hi]
+            out.append((name, "CPU", 0, 1))
+            if annotate and kernels:
+                out.append((name, "CUDA", kernels[0][2], kernels[-1][3]))
+        return out
+
+    class RawRecord:
+        def __init__(self, name, device, start_ns, end_ns):
+            self._name, self._device, self._ns = name, f"DeviceType.{device}", end_ns - start_ns
+
+        def name(self):
+            return self._name
+
+        def device_type(self):
+            return self._device
+
+        def duration_ns(self):
+            return self._ns
+
     class Profile:
         def __init__(self, activities):
             assert len(activities) == 2  # CPU and CUDA: the annotation needs both
+            sessions.append(self)
+            if raw:
+                self.profiler = types.SimpleNamespace(
+                    kineto_results=types.SimpleNamespace(
+                        events=lambda: [RawRecord(*a) for a in annotations()]
+                    )
+                )
 
         def __enter__(self):
             gpu.recording = True
@@ -104,16 +139,12 @@ def install_fake_profiler(monkeypatch, gpu: FakeGpu, annotate: bool = True) -> N
             gpu.recording = False
 
         def events(self):
-            out = [_profiler_event("aten::zero_", "CPU", 0, 10)]  # unrelated events are skipped
-            for name, lo, hi in marks:
-                kernels = gpu.kernels[lo:hi]
-                out.append(_profiler_event(name, "CPU", 0, 1))
-                if annotate and kernels:
-                    out.append(_profiler_event(name, "CUDA", kernels[0][2], kernels[-1][3]))
-            return out
+            assert not raw, "the event tree was built although raw records were there"
+            return [_profiler_event(*a) for a in annotations()]
 
     monkeypatch.setattr(torch.profiler, "profile", Profile)
     monkeypatch.setattr(torch.profiler, "record_function", record_function)
+    return sessions
 
 
 def install_fake_events(monkeypatch, gpu: FakeGpu) -> None:
@@ -422,3 +453,49 @@ def test_every_timed_call_is_prepared_then_flushed(monkeypatch, method):
         "flush",
         "call2",
     ]
+
+
+def test_profiler_spans_from_raw_records_without_the_event_tree(monkeypatch):
+    gpu = FakeGpu()
+    install_fake_profiler(monkeypatch, gpu, raw=True)
+    result = _measure(monkeypatch, gpu, "profiler")
+    assert result.method == "profiler" and result.warnings == []
+    assert result.overall["min"] == pytest.approx(SPANS_MS[1])
+    assert result.overall["max"] == pytest.approx(SPANS_MS[0])
+
+
+@pytest.mark.parametrize("one_session", [True, False])
+def test_profiler_trials_share_one_session_and_recheck_between_trials(monkeypatch, one_session):
+    gpu = FakeGpu()
+    sessions = install_fake_profiler(monkeypatch, gpu)
+    install_fake_events(monkeypatch, gpu)
+    rechecks: list[tuple[int, int, bool]] = []
+    result = measure(
+        plan_call(gpu, TWO_KERNELS),
+        lambda i: None,
+        device="cuda:0",
+        method="profiler",
+        warmup=1,
+        iterations=2,
+        trials=3,
+        flusher=_no_flush,
+        after_trial=lambda t, last: rechecks.append((t, last, gpu.recording)),
+        one_session=one_session,
+    )
+    assert len(sessions) == (1 if one_session else 3)
+    # the re-check of each trial's last call: inside the one session, or after each session
+    assert rechecks == [(0, 2, one_session), (1, 4, one_session), (2, 6, one_session)]
+    assert [t["n"] for t in result.trials] == [2, 2, 2]
+    assert result.latency_ms == pytest.approx(sum(SPANS_MS) / 2)  # each trial: one of each
+
+
+def test_time_runnable_gives_the_median_of_one_trial():
+    calls: list[dict] = []
+
+    def fn(**kwargs):
+        calls.append(kwargs)
+        time.sleep(0.002)
+
+    ms = timing.time_runnable(fn, {"x": 1}, warmup=2, iters=3, device="cpu")
+    assert calls == [{"x": 1}] * 5
+    assert 2.0 <= ms < 100
