@@ -419,8 +419,11 @@ def test_measure_on_cuda_makes_its_own_flusher(monkeypatch):
     assert result.overall["max"] == pytest.approx(SPANS_MS[0])
 
 
-@pytest.mark.parametrize("method", ["events", "profiler", "cupti"])
-def test_every_timed_call_is_prepared_then_flushed(monkeypatch, method):
+@pytest.mark.parametrize(
+    ("method", "trials"),
+    [("events", 1), ("profiler", 1), ("cupti", 1), ("events", 2), ("profiler", 2), ("cupti", 2)],
+)
+def test_every_timed_call_is_prepared_then_flushed(monkeypatch, method, trials):
     gpu = FakeGpu()
     install_fake_events(monkeypatch, gpu)
     install_fake_profiler(monkeypatch, gpu)
@@ -439,20 +442,14 @@ def test_every_timed_call_is_prepared_then_flushed(monkeypatch, method):
         method=method,
         warmup=1,
         iterations=2,
-        trials=1,
+        trials=trials,
         flusher=lambda: order.append("flush"),
     )
     # warm-up calls are not flushed; every timed call starts with a cold L2.
-    assert order == [
-        "prepare0",
-        "call0",
-        "prepare1",
-        "flush",
-        "call1",
-        "prepare2",
-        "flush",
-        "call2",
-    ]
+    expected = ["prepare0", "call0"]
+    for i in range(1, 1 + 2 * trials):
+        expected += [f"prepare{i}", "flush", f"call{i}"]
+    assert order == expected
 
 
 def test_profiler_spans_from_raw_records_without_the_event_tree(monkeypatch):
