@@ -13,6 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the vendored fib_core
 
 from fib_core.data.json_io import dump_json  # noqa: E402
+from fib_core.project.audit import audit_solution  # noqa: E402
 from fib_core.project.entry import run_script  # noqa: E402
 from fib_core.project.pack import describe  # noqa: E402
 from fib_core.project.workspace import open_workspace  # noqa: E402
@@ -36,6 +37,8 @@ def main() -> int:
     for f in files:
         print(f"  {f.path:<40} {f.size:>8,d} bytes")
     print(f"wrote {args.output} ({len(files)} files, hash {solution.hash()[:12]})")
+    for finding in audit_solution(solution):  # a warning, never a block
+        print(f"warning: {finding}")
     return 0
 
 

@@ -91,6 +91,9 @@ class Evaluator:
         self.ref_cache = ReferenceCache()
         self._builds: dict[str, Any] = {}  # solution hash -> Runnable or BuildError text
         self._flusher: L2Flusher | None = None
+        # Set in a sandboxed worker: outputs go to the judge process, which alone holds the
+        # reference outputs (see fib_core.bench.judge); None = compare here (trusted use).
+        self.remote_check: Callable[..., CheckResult] | None = None
 
     # --- entry point ---------------------------------------------------------------------
 
@@ -154,7 +157,10 @@ class Evaluator:
         timing = self._time_solution(definition, runnable, prep, tol, cfg)
         extra["warnings"].extend(w for w in timing.warnings if w not in extra["warnings"])
         self.phase("reference-timing")
-        ref_ms, ref_extra = self._reference_latency(definition, workload, prep, cfg)
+        if self.remote_check is not None:
+            ref_ms, ref_extra = 0.0, {"measured_by": "judge"}  # the parent fills it in
+        else:
+            ref_ms, ref_extra = self._reference_latency(definition, workload, prep, cfg)
         from fib_core.data.trace import Performance
 
         perf_extra = timing.to_extra()
@@ -210,11 +216,14 @@ class Evaluator:
                                            cache=self.ref_cache)
             return out
 
-        self.phase("reference")
-        # Every set a run may check (the checked sets and the re-check pool) goes through the
-        # disk cache; the reference's latency comes from the calls that computed them.
-        with self._reference_errors():
-            refs, latency = self._references(definition, workload, sets, cfg)
+        if self.remote_check is not None:
+            refs, latency = {}, None  # the judge process holds the references (judge.py)
+        else:
+            self.phase("reference")
+            # Every set a run may check (the checked sets and the re-check pool) goes through
+            # the disk cache; the reference's latency comes from the calls that computed them.
+            with self._reference_errors():
+                refs, latency = self._references(definition, workload, sets, cfg)
         rotating = [
             j for j in range(len(sets[0]))
             if any(s[j] is not sets[0][j] for s in sets[1:])
@@ -361,7 +370,7 @@ class Evaluator:
         outputs = self._new_outputs(definition, prep) if runnable.dps else None
         got = self._call(runnable, prep.working, outputs)
         changed = mutated_inputs(definition.input_names, prep.sets[0], prep.working)
-        check = check_outputs(definition, got, prep.ref(0), tolerance=tol, inputs=prep.sets[0])
+        check = self._verify(definition, got, 0, prep, tol, "set")
         if changed:
             extra["mutated_inputs"] = changed
             text = (f"the solution modified input(s) {', '.join(changed)} in place; inputs must "
@@ -382,12 +391,18 @@ class Evaluator:
             self._load_set(prep.working, prep.sets[k], range(len(prep.working)))
             got = self._call(runnable, prep.working, self._new_outputs(definition, prep)
                              if runnable.dps else None)
-            other = check_outputs(definition, got, prep.ref(k), tolerance=tol,
-                                  inputs=prep.sets[k])
+            other = self._verify(definition, got, k, prep, tol, "set")
             if not other.passed:
                 raise _Failed(other.status.value, f"input set {k}: {other.message}",
                               other.correctness)
         return check
+
+    def _verify(self, definition, got, k: int, prep: _Prepared, tol: Tolerance,
+                label: str) -> CheckResult:
+        """Outputs of a call on input set ``k`` against its reference, here or in the judge."""
+        if self.remote_check is not None:
+            return self.remote_check(definition, got, k, prep, label)
+        return check_outputs(definition, got, prep.ref(k), tolerance=tol, inputs=prep.sets[k])
 
     @staticmethod
     def _load_set(working: list, source: Sequence, indices) -> None:
@@ -447,8 +462,7 @@ class Evaluator:
             kept.clear()
             for i, got in to_check:
                 s = set_of(i)
-                check = check_outputs(definition, got, prep.ref(s), tolerance=tol,
-                                      inputs=prep.sets[s])
+                check = self._verify(definition, got, s, prep, tol, "timed")
                 if not check.passed:
                     raise _Failed(
                         check.status.value,

@@ -4,24 +4,42 @@ Every solution call happens in a worker process, so whatever it does (hang, segf
 the CUDA context, call ``os._exit``) the engine survives: a hang is killed once no progress was
 reported for ``timeout_seconds`` and recorded as TIMEOUT; a dead worker becomes RUNTIME_ERROR
 with the last lines it printed. The worker runs in its own session, so killing it also kills
-anything it started.
+anything it started; processes that left the session are found by the run token in their
+environment and killed too (:func:`fib_core.bench.sandbox.kill_tagged`).
+
+Nothing a worker sends is trusted: frames are read with size limits and deadlines
+(:mod:`fib_core.bench.wire`); a malformed one ends that solution's workload as RUNTIME_ERROR
+and the worker is replaced. The worker's outputs are relayed to the judge process
+(:mod:`fib_core.bench.judge`), whose verdicts alone can make a workload PASSED.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from multiprocessing import Pipe
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import fib_core
+from fib_core.bench.judge import (
+    STATUSES,
+    TaskLedger,
+    final_result,
+    validate_check,
+    validate_latency,
+    validate_result,
+)
+from fib_core.bench.logs import clip_text, read_bounded
 from fib_core.bench.protocol import EvalResult, EvalTask
+from fib_core.bench.sandbox import TOKEN_VAR, kill_tagged
+from fib_core.bench.wire import DEFAULT_MAX_BLOB, ChildGone, WireError, read_frame, send_object
 
 TAIL_LINES = 30
 STARTUP_TIMEOUT_S = 180.0
@@ -31,33 +49,48 @@ class WorkerDied(Exception):
     """The worker ended (or never became ready) without answering."""
 
 
-class WorkerHandle:
-    """One worker process; ``run`` returns an EvalResult whatever the worker does."""
+class _Timeout(Exception):
+    """A child did not answer before the task's deadline."""
 
-    def __init__(self, device: str, log_dir: Path, *, name: str = "worker") -> None:
+
+class WorkerHandle:
+    """One child process (a worker, or the judge with ``role="judge"``)."""
+
+    def __init__(self, device: str, log_dir: Path, *, name: str = "worker", role: str = "worker",
+                 readonly: Sequence[str] = (), hidden: Sequence[str] = ()) -> None:
         self.requested_device = device
+        self.role = role
+        self.readonly, self.hidden = list(readonly), list(hidden)
         self.log_path = log_dir / f"{name}-{os.getpid()}-{time.monotonic_ns()}.log"
         self.proc: subprocess.Popen | None = None
-        self.conn: Any = None
+        self.conn: socket.socket | None = None
         self.device: str | None = None
         self.env: Any = None
+        self.warnings: list[str] = []
+        self.token = secrets.token_hex(12)
+        self.tainted = False
 
     # --- lifecycle -------------------------------------------------------------------------
 
     def start(self, timeout: float = STARTUP_TIMEOUT_S) -> None:
-        parent, child = Pipe(duplex=True)
+        parent, child = socket.socketpair()
         env = dict(os.environ)
         env["PYTHONUNBUFFERED"] = "1"
+        env[TOKEN_VAR] = self.token
         package_root = str(Path(fib_core.__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         if self.requested_device == "cpu":
             env["TRITON_INTERPRET"] = "1"
+        args = [sys.executable, "-m", "fib_core.bench.worker", "--fd", str(child.fileno()),
+                "--device", self.requested_device, "--role", self.role]
+        for path in self.readonly:
+            args += ["--readonly", path]
+        for path in self.hidden:
+            args += ["--hide", path]
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "fib_core.bench.worker", "--fd", str(child.fileno()),
-                 "--device", self.requested_device],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 pass_fds=(child.fileno(),), env=env, start_new_session=True,
             )
         finally:
@@ -65,41 +98,51 @@ class WorkerHandle:
             child.close()
         self.conn = parent
         try:
-            message = self._receive(time.monotonic() + timeout)
-        except WorkerDied as err:
+            header, _ = self._receive(time.monotonic() + timeout)
+        except (WorkerDied, WireError, _Timeout) as err:
             self.kill()
-            raise WorkerDied(f"the benchmark worker failed to start ({err}):\n{self.tail()}") from None
-        if message is None or message[0] != "ready":
-            detail = message[1] if message and message[0] == "error" else self.tail()
+            raise WorkerDied(f"the benchmark {self.role} failed to start ({err}):\n"
+                             f"{self.tail()}") from None
+        if header["type"] != "ready" or not isinstance(header.get("device"), str):
+            detail = header.get("text") if header["type"] == "error" else self.tail()
             self.kill()
-            raise WorkerDied(f"the benchmark worker failed to start:\n{detail}")
-        self.device = message[1]["device"]
-        self.env = message[1]["env"]
+            raise WorkerDied(f"the benchmark {self.role} failed to start:\n{clip_text(str(detail))}")
+        self.device = header["device"]
+        warnings = header.get("warnings")
+        self.warnings = [clip_text(str(w), 500) for w in warnings[:10]] \
+            if isinstance(warnings, list) else []
+        if isinstance(header.get("env"), dict):
+            from fib_core.bench.environment import EnvironmentInfo
+
+            self.env = EnvironmentInfo(**header["env"])
 
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
     def close(self) -> None:
-        """Ask the worker to exit; kill it if it does not within a few seconds."""
+        """Ask the child to exit; kill it (and anything it started) if it does not soon."""
         if self.proc is None:
             return
         try:
-            if self.alive:
-                self.conn.send(("close",))
+            if self.alive and self.conn is not None:
+                send_object(self.conn, ("close",))
                 self.proc.wait(timeout=10)
         except (OSError, subprocess.TimeoutExpired):
             pass
         self.kill()
 
     def kill(self) -> None:
+        """SIGKILL the child's process group and every process still carrying its token."""
         if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # the group outlives a dead leader
+            except (ProcessLookupError, PermissionError):
+                pass
             if self.proc.poll() is None:
-                try:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    self.proc.kill()
+                self.proc.kill()
             self.proc.wait()
+            kill_tagged(self.token)
         if self.conn is not None:
             self.conn.close()
             self.conn = None
@@ -107,51 +150,87 @@ class WorkerHandle:
     # --- one task --------------------------------------------------------------------------
 
     def run(self, task: EvalTask, timeout: float,
-            on_phase: Callable[[str], None] | None = None) -> EvalResult:
+            on_phase: Callable[[str], None] | None = None, *, judge: JudgeHandle | None = None,
+            n_outputs: int = 1, max_output_bytes: int | None = None) -> EvalResult:
         """Send a task and wait at most ``timeout`` seconds for the whole workload (build,
-        inputs, reference, run, timing), as config.toml and the organizers define it."""
+        inputs, reference, run, timing), as config.toml and the organizers define it.
+
+        Check requests are relayed to ``judge``; the worker's final report is validated and
+        turned into the result by :func:`fib_core.bench.judge.final_result`.
+        """
         offset = self._log_size()
+        assert self.conn is not None
         try:
-            self.conn.send(("eval", task))
+            send_object(self.conn, ("eval", task))
         except OSError:
             return self._died(task, offset, "the worker was gone before the task started")
         deadline = time.monotonic() + timeout
         phase = "start"
-        while True:
-            try:
-                message = self._receive(deadline)
-            except WorkerDied as err:
-                return self._died(task, offset, str(err))
-            if message is None:
-                self.kill()
-                log = (f"timed out after {timeout:g} s for the workload, in phase '{phase}' "
-                       "(killed the worker)")
-                return EvalResult(task.task_id, "TIMEOUT", _with_tail(log, self.tail(offset)))
-            if message[0] == "phase":
-                phase = message[2]
-                if on_phase is not None:
-                    on_phase(phase)
-            elif message[0] == "result":
-                return message[1]
-
-    def _receive(self, deadline: float) -> tuple | None:
-        """Next message, or None at the deadline; WorkerDied if the process ended."""
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            try:
-                if self.conn.poll(min(remaining, 0.5)):
-                    return self.conn.recv()
-            except (EOFError, OSError):
-                raise WorkerDied(self._exit_text()) from None
-            if self.proc is not None and self.proc.poll() is not None:
+        cfg = task.config
+        ledger = TaskLedger(cfg.num_input_sets, cfg.num_trials)
+        max_blob = (max_output_bytes if max_output_bytes is not None else DEFAULT_MAX_BLOB)
+        try:
+            while True:
                 try:
-                    if self.conn.poll(0):
-                        return self.conn.recv()
-                except (EOFError, OSError):
-                    pass
-                raise WorkerDied(self._exit_text())
+                    header, blob = self._receive(deadline, max_blob=max_blob + 4096)
+                except _Timeout:
+                    self.kill()
+                    log = (f"timed out after {timeout:g} s for the workload, in phase '{phase}' "
+                           "(killed the worker)")
+                    return EvalResult(task.task_id, "TIMEOUT", _with_tail(log, self.tail(offset)))
+                kind = header["type"]
+                if header.get("task") != task.task_id:
+                    raise WireError(f"a {kind[:40]!r} message for another task")
+                if kind == "phase" and isinstance(header.get("name"), str):
+                    phase = header["name"][:40]
+                    if on_phase is not None:
+                        on_phase(phase)
+                elif kind == "check" and judge is not None:
+                    request = validate_check(header, blob, n_outputs)
+                    phase = "check (judge)"
+                    verdict = judge.check(task, request, blob, deadline)
+                    ledger.record(request, verdict)
+                    send_object(self.conn, ("verdict", verdict))
+                elif kind == "result":
+                    report = validate_result(header)
+                    self.tainted = report["tainted"]
+                    latency = None
+                    if (report["status"] == "PASSED" and judge is not None
+                            and cfg.profile_baseline and ledger.failure is None):
+                        phase = "reference-timing (judge)"
+                        n_sets = report["extra"].get("num_input_sets", 1)
+                        n_sets = n_sets if isinstance(n_sets, int) else 1
+                        latency = judge.latency(task, max(1, min(n_sets, 4096)), deadline)
+                    if judge is not None:
+                        judge.forget()
+                    result = final_result(task.task_id, report, ledger, latency)
+                    if report["status"] == "PASSED" and result.status != "PASSED":
+                        self.kill()  # it claimed a pass the judge did not give: retire it
+                    return result
+                else:
+                    raise WireError(f"unexpected message {kind[:40]!r} from the worker")
+        except WorkerDied as err:
+            return self._died(task, offset, str(err))
+        except WireError as err:
+            return self._died(task, offset, f"the worker sent a malformed message ({err})")
+        except JudgeFailed as err:
+            self.kill()
+            return EvalResult(task.task_id, err.status, clip_text(str(err)))
+
+    def _receive(self, deadline: float, max_blob: int = 0) -> tuple[dict, bytes]:
+        """Next frame; _Timeout at the deadline; WorkerDied if the process ended."""
+        if self.conn is None:
+            raise WorkerDied("the worker is not running")
+        try:
+            frame = read_frame(self.conn, deadline, max_blob=max_blob,
+                               alive=lambda: self.alive)
+        except ChildGone:
+            raise WorkerDied(self._exit_text()) from None
+        except OSError as err:
+            raise WorkerDied(f"{self._exit_text()} ({err})") from None
+        if frame is None:
+            raise _Timeout()
+        return frame
 
     def _died(self, task: EvalTask, offset: int, reason: str) -> EvalResult:
         self.kill()
@@ -181,15 +260,70 @@ class WorkerHandle:
             return 0
 
     def tail(self, offset: int = 0, lines: int = TAIL_LINES) -> str:
-        """The last lines the worker printed since ``offset`` (its stdout and stderr)."""
+        """The last lines the worker printed since ``offset`` (bounded: a 100 MB line is cut)."""
+        return read_bounded(self.log_path, offset, lines=lines)
+
+
+class JudgeFailed(Exception):
+    """The judge could not give a verdict (its own failure or the deadline)."""
+
+    def __init__(self, status: str, text: str) -> None:
+        super().__init__(text)
+        self.status = status
+
+
+class JudgeHandle(WorkerHandle):
+    """The judge process: reference outputs, comparisons and reference timing."""
+
+    def __init__(self, device: str, log_dir: Path) -> None:
+        super().__init__(device, log_dir, name="judge", role="judge")
+
+    def _ask(self, message: tuple, deadline: float, what: str) -> dict:
         try:
-            with open(self.log_path, "rb") as fh:
-                fh.seek(offset)
-                text = fh.read().decode("utf-8", errors="replace")
-        except OSError:
-            return ""
-        parts = text.rstrip().splitlines()
-        return "\n".join(parts[-lines:])
+            send_object(self.conn, message)
+            header, _ = self._receive(deadline)
+        except _Timeout:
+            self.kill()
+            raise JudgeFailed("TIMEOUT", f"timed out while the judge was {what} "
+                              "(the reference's time counts towards the workload's)") from None
+        except (WorkerDied, WireError, OSError) as err:
+            tail = self.tail()
+            self.kill()
+            raise JudgeFailed("RUNTIME_ERROR", _with_tail(
+                f"the judge process failed while {what} ({err}); not the solution's fault",
+                tail)) from None
+        if header["type"] == "failed":
+            raise JudgeFailed("RUNTIME_ERROR", "the judge failed while " + what
+                              + " (not the solution's fault):\n" + str(header.get("message")))
+        return header
+
+    def check(self, task: EvalTask, request: dict, blob: bytes, deadline: float) -> dict:
+        header = self._ask(("check", task, request["set"], request["outputs"], blob), deadline,
+                           "checking outputs")
+        status = header.get("status")
+        if header["type"] != "verdict" or status not in STATUSES:
+            raise JudgeFailed("RUNTIME_ERROR", "the judge answered an unexpected message")
+        if header.get("judge_error"):
+            raise JudgeFailed("RUNTIME_ERROR", clip_text(str(header.get("message"))))
+        return {"status": status, "message": clip_text(str(header.get("message", ""))),
+                "correctness": header.get("correctness")
+                if isinstance(header.get("correctness"), dict) else None}
+
+    def latency(self, task: EvalTask, n_sets: int, deadline: float) -> dict:
+        header = self._ask(("latency", task, n_sets), deadline, "timing the reference")
+        if header["type"] != "latency":
+            raise JudgeFailed("RUNTIME_ERROR", "the judge answered an unexpected message")
+        try:
+            return validate_latency(header)
+        except WireError as err:
+            raise JudgeFailed("RUNTIME_ERROR", str(err)) from None
+
+    def forget(self) -> None:
+        if self.conn is not None and self.alive:
+            try:
+                send_object(self.conn, ("forget",))
+            except OSError:
+                pass
 
 
 def _with_tail(reason: str, tail: str) -> str:

@@ -23,7 +23,7 @@ from fib_core.bench.events import (
     WorkloadStarted,
     emit,
 )
-from fib_core.bench.pool import WorkerDied, WorkerHandle, default_log_dir
+from fib_core.bench.pool import JudgeHandle, WorkerDied, WorkerHandle, default_log_dir
 from fib_core.bench.protocol import EvalResult, EvalTask
 from fib_core.bench.run_lock import ResumeLock, merge_stored_traces
 
@@ -50,6 +50,10 @@ class Benchmark:
         self.on_event = on_event
         self._log_dir = default_log_dir()
         self._worker: WorkerHandle | None = None
+        self._judge: JudgeHandle | None = None
+        self._worker_solution = ""
+        self._audits: dict[str, list[str]] = {}
+        self._warned: set[str] = set()
         self._task_id = 0
         self._workers_started = 0
 
@@ -91,6 +95,8 @@ class Benchmark:
             self._lock_resume(definition.name, solution.name, callback)
         done = finished_pairs(self.trace_set, definition.name) if resume else {}
         emit(callback, SolutionStarted(solution.name, definition.name, len(items)))
+        for finding in self._audit(solution):
+            emit(callback, Log(f"{solution.name}: audit: {finding}", "warning"))
         traces = []
         for index, workload in enumerate(items):
             if resume and is_finished(done, solution, workload.uuid, self._device_kind()):
@@ -108,9 +114,10 @@ class Benchmark:
     def close(self) -> None:
         """Stop the worker and remove its logs."""
         self._unlock_resume()
-        if self._worker is not None:
-            self._worker.close()
-            self._worker = None
+        for handle in (self._worker, self._judge):
+            if handle is not None:
+                handle.close()
+        self._worker = self._judge = None
         shutil.rmtree(self._log_dir, ignore_errors=True)
 
     def __enter__(self) -> Benchmark:
@@ -121,8 +128,9 @@ class Benchmark:
 
     def __del__(self) -> None:  # a forgotten close() must not leave a worker behind
         try:
-            if self._worker is not None:
-                self._worker.kill()
+            for handle in (self._worker, self._judge):
+                if handle is not None:
+                    handle.kill()
         except Exception:
             pass
 
@@ -172,16 +180,47 @@ class Benchmark:
         sink = getattr(self, "_sink", None)
         return list(sink.problems) if sink is not None else []
 
-    def _acquire_worker(self, callback: EventFn | None) -> WorkerHandle:
-        if self._worker is not None and self._worker.alive:
+    def _acquire_worker(self, callback: EventFn | None, solution_hash: str = "") -> WorkerHandle:
+        # A worker serves one solution: code left behind in it by one solution (patches,
+        # threads, half-written messages) never meets the next one.
+        if (self._worker is not None and self._worker.alive
+                and self._worker_solution == solution_hash):
             return self._worker
         if self._worker is not None:
             self._worker.kill()
-        worker = WorkerHandle(self.config.device, self._log_dir)
+        from fib_core.bench.containment import worker_paths
+
+        readonly, hidden = worker_paths(self.trace_set.root)
+        worker = WorkerHandle(self.config.device, self._log_dir, readonly=readonly, hidden=hidden)
         worker.start(timeout=max(120.0, self.config.timeout_seconds))
         self._workers_started += 1
         self._worker = worker
+        self._worker_solution = solution_hash
+        for note in worker.warnings:
+            if note not in self._warned:  # once per run
+                self._warned.add(note)
+                emit(callback, Log(f"sandbox: {note}", "warning"))
         return worker
+
+    def _audit(self, solution: Any) -> list[str]:
+        """Static audit findings of a solution's sources (computed once per solution)."""
+        from fib_core.project.audit import audit_solution
+
+        key = solution.hash()
+        if key not in self._audits:
+            self._audits[key] = [str(f) for f in audit_solution(solution)]
+        return self._audits[key]
+
+    def _acquire_judge(self) -> JudgeHandle:
+        """The judge process (kit code only; started once, replaced if it fails)."""
+        if self._judge is not None and self._judge.alive:
+            return self._judge
+        if self._judge is not None:
+            self._judge.kill()
+        judge = JudgeHandle(self.config.device, self._log_dir)
+        judge.start(timeout=max(120.0, self.config.timeout_seconds))
+        self._judge = judge
+        return judge
 
     def _run_one(self, definition: Any, solution: Any, workload: Any,
                  callback: EventFn | None) -> Any:
@@ -190,13 +229,19 @@ class Benchmark:
                         workload.to_dict(), self.config,
                         str(self.trace_set.root) if self.trace_set.root is not None else None)
         try:
-            worker = self._acquire_worker(callback)
+            judge = self._acquire_judge()
+            worker = self._acquire_worker(callback, solution.hash())
         except WorkerDied as err:
             raise FibError(str(err).splitlines()[0] + f" (worker log: {self._log_dir})") from None
+        from fib_core.bench.judge import expected_output_bytes
+
         result = worker.run(task, self.config.timeout_seconds,
-                            on_phase=lambda p: emit(callback, Log(f"{solution.name}: {p}", "debug")))
-        environment = worker.env.to_environment()
-        if self.config.isolated or result.fatal or not worker.alive:
+                            on_phase=lambda p: emit(callback, Log(f"{solution.name}: {p}", "debug")),
+                            judge=judge, n_outputs=len(definition.output_names),
+                            max_output_bytes=expected_output_bytes(definition,
+                                                                   dict(workload.axes)))
+        environment = judge.env.to_environment()
+        if self.config.isolated or result.fatal or worker.tainted or not worker.alive:
             if not self.config.isolated:
                 emit(callback, Log(f"{solution.name}: {result.status} on workload "
                                    f"{workload.uuid}; replacing the worker", "warning"))
@@ -208,6 +253,9 @@ class Benchmark:
         if result.status in ("TIMEOUT", "RUNTIME_ERROR") and not result.extra:
             result = EvalResult(result.task_id, result.status, result.log,
                                 extra=self._parent_extra(worker, solution))
+        findings = self._audit(solution)
+        if findings:  # the trace says the code was flagged, whatever its verdict
+            result.extra["audit"] = findings[:20]
         return make_trace(definition, workload, solution, result, environment)
 
     def _parent_extra(self, worker: WorkerHandle, solution: Any) -> dict:

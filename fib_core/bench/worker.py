@@ -2,7 +2,12 @@
 
 Started by :mod:`fib_core.bench.pool` as a fresh interpreter (spawn semantics: no state is
 inherited from the parent), with stdout/stderr going to a log file so that even a native crash
-leaves its last words for the trace. It talks to the parent over the connection on fd ``N``.
+leaves its last words for the trace. It talks to the parent over the socket on fd ``N`` in the framing of
+:mod:`fib_core.bench.wire` (JSON and raw bytes towards the parent, never pickle).
+
+``--role judge`` runs the judge instead (:mod:`fib_core.bench.judge`): kit code only, it holds
+the reference outputs and decides verdicts; a worker (``--role worker``, the default) runs the
+solution inside :func:`fib_core.bench.sandbox.contain`.
 
 The device is settled *before* anything imports Triton: on a machine without a GPU (or with
 ``--device cpu``) ``TRITON_INTERPRET=1`` is set so Triton kernels run through the interpreter.
@@ -50,24 +55,110 @@ def _register_plugins(modules: tuple[str, ...], seen: set[str]) -> None:
             importlib.import_module(name)
 
 
-def serve(conn: Any, requested_device: str) -> int:
+def _fingerprint() -> dict[str, int]:
+    """Identities of the functions and classes of the kit and of torch's key modules: a
+    solution that patched any of them leaves this worker unfit for the next solution."""
+    prints: dict[str, int] = {}
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "fib_core" or name.startswith("fib_core.")
+                                  or name in _WATCHED_TORCH):
+            continue
+        for attr, value in list(vars(module).items()):
+            if callable(value):
+                prints[f"{name}.{attr}"] = id(value)
+                if isinstance(value, type) and getattr(value, "__module__", "") == name:
+                    for member, fn in list(vars(value).items()):
+                        if callable(fn):
+                            prints[f"{name}.{attr}.{member}"] = id(fn)
+    tensor = sys.modules.get("torch")
+    if tensor is not None:
+        for member, fn in list(vars(tensor.Tensor).items()):
+            if callable(fn):
+                prints[f"torch.Tensor.{member}"] = id(fn)
+    return prints
+
+
+_WATCHED_TORCH = ("torch", "torch.cuda", "torch.profiler", "torch.testing", "torch.autograd.profiler",
+                  "torch.nn.functional", "torch.utils.benchmark", "triton", "triton.testing")
+
+
+def _tampered(before: dict[str, int], after: dict[str, int]) -> list[str]:
+    return sorted(k for k, v in before.items() if k in after and after[k] != v)
+
+
+class _ProcessState:
+    """Working directory, environment and import path, restored after every task."""
+
+    def __init__(self) -> None:
+        self.cwd = os.getcwd()
+        self.env = dict(os.environ)
+        self.path = list(sys.path)
+
+    def restore(self) -> list[str]:
+        changed = []
+        try:
+            if os.getcwd() != self.cwd:
+                changed.append("working directory")
+        except OSError:
+            changed.append("working directory")
+        os.chdir(self.cwd)
+        if dict(os.environ) != self.env:
+            changed.append("environment variables")
+            os.environ.clear()
+            os.environ.update(self.env)
+        if sys.path != self.path:
+            changed.append("sys.path")
+            sys.path[:] = self.path
+        return changed
+
+
+def _send_result(sock: Any, result: Any, tainted: list[str]) -> None:
+    from fib_core.bench.logs import clip_text
+    from fib_core.bench.traces import json_safe
+    from fib_core.bench.wire import send_frame
+
+    send_frame(sock, {
+        "type": "result", "task": result.task_id, "status": result.status,
+        "log": clip_text(result.log), "correctness": json_safe(result.correctness),
+        "performance": json_safe(result.performance), "extra": json_safe(result.extra),
+        "fatal": bool(result.fatal), "tainted": bool(tainted),
+    })
+
+
+def serve(sock: Any, requested_device: str, warnings: list[str]) -> int:
     """Answer tasks until told to close (0) or the GPU context is lost (3)."""
+    from fib_core.bench.wire import ChildGone, recv_object, send_frame
+
     device = resolve_device(requested_device)
     if not device.startswith("cuda"):
         os.environ["TRITON_INTERPRET"] = "1"
     from fib_core.bench.environment import collect_environment
     from fib_core.bench.evaluate import Evaluator
+    from fib_core.bench.judge import RemoteChecker
     from fib_core.bench.protocol import EvalResult
 
     env = collect_environment(device)
-    conn.send(("ready", {"device": device, "env": env}))
+    send_frame(sock, {"type": "ready", "device": device, "warnings": warnings})
     current = {"task": -1}
-    evaluator = Evaluator(device, env, phase=lambda name: conn.send(("phase", current["task"], name)))
+
+    def phase(name: str) -> None:
+        send_frame(sock, {"type": "phase", "task": current["task"], "name": name})
+
+    def ask(header: dict, blob: bytes) -> dict:
+        header["task"] = current["task"]
+        send_frame(sock, header, blob)
+        reply = recv_object(sock)
+        return reply[1]
+
+    evaluator = Evaluator(device, env, phase=phase)
+    evaluator.remote_check = RemoteChecker(ask)
     plugins: set[str] = set()
+    state = _ProcessState()
+    baseline: dict[str, int] | None = None
     while True:
         try:
-            message = conn.recv()
-        except (EOFError, OSError):
+            message = recv_object(sock)
+        except (ChildGone, EOFError, OSError):
             return 0  # the parent went away
         if message[0] == "close":
             evaluator.close()
@@ -76,31 +167,96 @@ def serve(conn: Any, requested_device: str) -> int:
         current["task"] = task.task_id
         try:
             _register_plugins(task.config.generator_modules, plugins)
+            if baseline is None:
+                baseline = _fingerprint()
             result = evaluator.evaluate(task)
         except Exception:  # a kit bug or a plugin import error: report it, keep serving
             result = EvalResult(task.task_id, "RUNTIME_ERROR",
                                 "internal error in the benchmark worker:\n" + traceback.format_exc())
         sys.stdout.flush()
         sys.stderr.flush()
-        conn.send(("result", result))
-        if result.fatal:
+        changed = state.restore()
+        tainted = _tampered(baseline or {}, _fingerprint())
+        if changed or tainted:
+            notes = result.extra.setdefault("warnings", [])
+            if changed:
+                notes.append("the solution changed the worker's " + ", ".join(changed)
+                             + " (restored)")
+            if tainted:
+                notes.append("the solution patched harness or torch functions ("
+                             + ", ".join(tainted[:5]) + "); the worker is replaced")
+        _send_result(sock, result, tainted)
+        if result.fatal or tainted:
             return 3
+
+
+def serve_judge(sock: Any, requested_device: str) -> int:
+    """The judge's loop: checks and reference latencies for the parent, nothing else."""
+    from dataclasses import asdict
+
+    from fib_core.bench.wire import ChildGone, recv_object, send_frame
+
+    device = resolve_device(requested_device)
+    if not device.startswith("cuda"):
+        os.environ["TRITON_INTERPRET"] = "1"
+    from fib_core.bench.environment import collect_environment
+    from fib_core.bench.evaluate import Evaluator
+    from fib_core.bench.judge import JudgeServer
+
+    env = collect_environment(device)
+    send_frame(sock, {"type": "ready", "device": device, "env": asdict(env), "warnings": []})
+    judge = JudgeServer(Evaluator(device, env))
+    plugins: set[str] = set()
+    while True:
+        try:
+            message = recv_object(sock)
+        except (ChildGone, EOFError, OSError):
+            return 0
+        kind = message[0]
+        if kind == "close":
+            return 0
+        if kind == "forget":
+            judge.forget()
+            continue
+        task = message[1]
+        try:
+            _register_plugins(task.config.generator_modules, plugins)
+            if kind == "check":
+                reply = {"type": "verdict", **judge.check(task, *message[2:6])}
+            else:
+                reply = {"type": "latency", **judge.reference_latency(task, message[2])}
+        except Exception:
+            reply = {"type": "failed", "message": traceback.format_exc()[-4000:]}
+        send_frame(sock, reply)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--role", choices=("worker", "judge"), default="worker")
+    parser.add_argument("--readonly", action="append", default=[])
+    parser.add_argument("--hide", action="append", default=[])
     args = parser.parse_args(argv)
-    from multiprocessing.connection import Connection
+    from fib_core.bench import sandbox
 
-    conn = Connection(args.fd)
+    sandbox.die_with_parent()
+    warnings: list[str] = []
+    if args.role == "judge":
+        sandbox.forbid_tracing()
+    else:
+        warnings = sandbox.contain(args.readonly, args.hide)
+    from fib_core.bench.wire import send_frame, socket_from_fd
+
+    sock = socket_from_fd(args.fd)
     try:
-        return serve(conn, args.device)
+        if args.role == "judge":
+            return serve_judge(sock, args.device)
+        return serve(sock, args.device, warnings)
     except Exception:
         traceback.print_exc()
         try:
-            conn.send(("error", traceback.format_exc()))
+            send_frame(sock, {"type": "error", "text": traceback.format_exc()[-4000:]})
         except OSError:
             pass
         return 2

@@ -1,0 +1,433 @@
+"""Verdicts decided outside the solution's process.
+
+Three roles, one module, so the rules of who may decide what live in one place:
+
+* :class:`RemoteChecker` (worker side, untrusted process): instead of comparing against
+  reference outputs it does not have, the worker checks the structure of the outputs against
+  the definition (shapes, dtypes: a failure there only hurts the solution itself), sends the
+  outputs as bytes and waits for the verdict.
+* :class:`JudgeServer` (judge process: kit code only, never a solution): generates the same
+  inputs from the seed, computes (or loads from the signed cache) the reference outputs,
+  compares, and times the reference. Reference outputs never leave this process.
+* :class:`TaskLedger` (parent): relays checks, remembers every verdict, and turns the
+  worker's final report into the result. A worker may report a failure on its own (it can only
+  hurt itself); PASSED stands only if the judge passed every required check, and the
+  correctness numbers and the reference latency are the judge's, never the worker's.
+
+What stays in the worker and can therefore be forged by a hostile solution: its own latency
+(timing is in-process) and the in-place input mutation check (which only ever fails a solution).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fib_core.bench.logs import clip_text
+from fib_core.bench.traces import json_safe
+from fib_core.bench.wire import WireError, decode_values, encode_values, validate_values
+
+STATUSES = (
+    "PASSED",
+    "INCORRECT_SHAPE",
+    "INCORRECT_NUMERICAL",
+    "INCORRECT_DTYPE",
+    "RUNTIME_ERROR",
+    "COMPILE_ERROR",
+    "TIMEOUT",
+)
+MAX_SETS = 4096
+
+
+# --- worker side -------------------------------------------------------------------------------
+
+
+class RemoteChecker:
+    """``check(definition, outputs, set_index, axes, label) -> CheckResult`` via the judge."""
+
+    def __init__(self, ask: Any) -> None:
+        self.ask = ask  # ask(header, blob) -> verdict dict (blocking round trip to the parent)
+
+    def __call__(
+        self, definition: Any, outputs: Sequence, set_index: int, prep: Any, label: str
+    ) -> Any:
+        from fib_core.bench.check import CheckResult, check_structure
+        from fib_core.data.trace import EvaluationStatus
+
+        failed = check_structure(definition, outputs, expected_like(definition, prep.axes))
+        if failed is not None:
+            return failed
+        try:
+            specs, blob = encode_values(outputs)
+        except TypeError as err:
+            return CheckResult(EvaluationStatus.INCORRECT_SHAPE, None, str(err))
+        verdict = self.ask(
+            {
+                "type": "check",
+                "set": set_index,
+                "sets": len(prep.sets),
+                "label": label,
+                "outputs": specs,
+            },
+            blob,
+        )
+        return CheckResult(
+            EvaluationStatus(verdict["status"]),
+            _correctness(verdict.get("correctness")),
+            verdict.get("message", ""),
+        )
+
+
+def expected_like(definition: Any, axes: dict) -> list:
+    """Stand-ins with the declared shape and dtype (no memory), for the structure check."""
+    import torch
+
+    from fib_core.data.dtypes import torch_dtype
+
+    shapes = definition.output_shapes(axes)
+    like: list[Any] = []
+    for name, spec in definition.outputs.items():
+        shape = shapes[name]
+        like.append(
+            0 if shape is None else torch.empty(shape, dtype=torch_dtype(spec.dtype), device="meta")
+        )
+    return like
+
+
+def expected_output_bytes(definition: Any, axes: dict) -> int | None:
+    """Bytes of one set of outputs as declared; None when a shape is not fixed by the axes."""
+    from fib_core.bench.wire import ITEMSIZE
+    from fib_core.data.dtypes import torch_dtype
+
+    total = 0
+    shapes = definition.output_shapes(axes)
+    for name, spec in definition.outputs.items():
+        shape = shapes[name]
+        if shape is None:
+            continue
+        size = ITEMSIZE.get(str(torch_dtype(spec.dtype)).removeprefix("torch."), 8)
+        total += math.prod(shape) * size
+    return total
+
+
+def _correctness(raw: Any) -> Any:
+    if not isinstance(raw, dict):
+        return None
+    from fib_core.data.trace import Correctness
+
+    fixed = dict(raw)
+    for name in ("max_relative_error", "max_absolute_error"):
+        if isinstance(fixed.get(name), str):
+            try:
+                fixed[name] = float(fixed[name])
+            except ValueError:
+                return None
+    try:
+        return Correctness.from_dict(fixed)
+    except Exception:
+        return None
+
+
+# --- judge process -----------------------------------------------------------------------------
+
+
+class _LazySets:
+    """Input set k of a workload, generated on first use (the judge needs only a few)."""
+
+    def __init__(self, make: Any, count: int) -> None:
+        self.make, self.count, self.cache = make, count, {}
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, k: int) -> list:
+        if not 0 <= k < self.count:
+            raise IndexError(k)
+        if k not in self.cache:
+            self.cache[k] = self.make(k)
+        return self.cache[k]
+
+
+@dataclass
+class _TaskState:
+    task_id: int
+    definition: Any
+    workload: Any
+    cfg: Any
+    sets: _LazySets
+    refs: dict[int, list] | None = None  # the checked sets' and the re-check pool's
+    latency: tuple[float, dict] | None = None
+
+
+class JudgeServer:
+    """Reference outputs, comparisons and reference timing for the engine.
+
+    The first check of a workload runs the Evaluator's reference pass (outputs of every set a
+    run may check, disk-cached and signed, and the reference latency from the same calls)
+    while the worker waits for the verdict, so the two never compete for the device.
+    """
+
+    def __init__(self, evaluator: Any) -> None:
+        from fib_core.bench.integrity import SignedReferenceCache, ensure_key
+
+        self.evaluator = evaluator
+        evaluator.ref_cache = SignedReferenceCache(ensure_key())
+        self.state: _TaskState | None = None
+
+    def _task(self, task: Any, n_sets: int) -> _TaskState:
+        if self.state is not None and self.state.task_id == task.task_id:
+            return self.state
+        from fib_core.bench.inputs import generate_inputs
+        from fib_core.data.definition import Definition
+        from fib_core.data.workload import Workload
+
+        definition = Definition.from_dict(task.definition)
+        workload = Workload.from_dict(task.workload)
+        cfg = task.config
+        blob_cache: dict = {}
+        device = self.evaluator.device
+
+        def make(k: int) -> list:
+            return generate_inputs(
+                definition,
+                workload,
+                seed=cfg.seed,
+                device=device,
+                dataset_root=task.dataset_root,
+                input_set=k,
+                blob_cache=blob_cache,
+            )
+
+        self.state = _TaskState(
+            task.task_id, definition, workload, cfg, _LazySets(make, max(1, n_sets))
+        )
+        return self.state
+
+    def _references(self, st: _TaskState) -> dict[int, list]:
+        if st.refs is None:
+            with self.evaluator._reference_errors():
+                st.refs, st.latency = self.evaluator._references(
+                    st.definition, st.workload, st.sets, st.cfg
+                )
+        return st.refs
+
+    def _reference(self, st: _TaskState, k: int) -> list:
+        from fib_core.bench.reference import reference_outputs
+
+        refs = self._references(st)
+        if k not in refs:
+            with self.evaluator._reference_errors():
+                refs[k], _ = reference_outputs(
+                    st.definition,
+                    st.workload,
+                    st.sets[k],
+                    seed=st.cfg.seed,
+                    device=self.evaluator.device,
+                    input_set=k,
+                    cache=self.evaluator.ref_cache,
+                )
+        return refs[k]
+
+    def check(self, task: Any, set_index: int, n_sets: int, specs: list, blob: bytes) -> dict:
+        """The verdict on one set of outputs (already validated by the parent)."""
+        from fib_core.bench.check import check_outputs, resolve_tolerance
+
+        st = self._task(task, n_sets)
+        if set_index >= len(st.sets):
+            return {"status": "RUNTIME_ERROR", "message": f"input set {set_index} does not exist"}
+        try:
+            want = self._reference(st, set_index)
+        except Exception as err:  # the Evaluator's _Failed: the reference's fault
+            return {
+                "status": "RUNTIME_ERROR",
+                "judge_error": True,
+                "message": getattr(err, "log", None) or f"reference failed: {err}",
+            }
+        got = decode_values(specs, blob, self.evaluator.device)
+        tol = resolve_tolerance(st.definition, st.cfg)
+        result = check_outputs(st.definition, got, want, tolerance=tol, inputs=st.sets[set_index])
+        corr = result.correctness.to_dict() if result.correctness is not None else None
+        return {
+            "status": result.status.value,
+            "message": result.message,
+            "correctness": json_safe(corr) if corr is not None else None,
+        }
+
+    def reference_latency(self, task: Any, n_sets: int) -> dict:
+        """The reference latency measured (or loaded from the signed cache) in this process."""
+        st = self._task(task, n_sets)
+        self._references(st)
+        if not st.cfg.profile_baseline or st.latency is None:
+            return {"latency_ms": 0.0, "extra": {"skipped": True}}
+        ms, extra = st.latency
+        return {"latency_ms": float(ms), "extra": json_safe(extra)}
+
+    def forget(self) -> None:
+        self.state = None
+
+
+# --- parent side -------------------------------------------------------------------------------
+
+
+@dataclass
+class TaskLedger:
+    """Every verdict the judge gave on one task, and the rules for the final result."""
+
+    num_input_sets: int
+    num_trials: int
+    checked_sets: set[int] = field(default_factory=set)
+    timed_checks: int = 0
+    first: dict | None = None  # the verdict on input set 0 (its correctness is reported)
+    failure: dict | None = None  # the first failing verdict
+
+    def record(self, header: dict, verdict: dict) -> None:
+        if verdict["status"] != "PASSED":
+            self.failure = self.failure or verdict
+            return
+        if header["label"] == "timed":
+            self.timed_checks += 1
+        else:
+            self.checked_sets.add(header["set"])
+        if header["set"] == 0 and header["label"] == "set" and self.first is None:
+            self.first = verdict
+
+    def passed_everything(self, n_sets: int) -> str | None:
+        """None if PASSED is earned; otherwise why not."""
+        if self.failure is not None:
+            return self.failure.get("message", "a check failed")
+        needed = set(range(min(self.num_input_sets, max(n_sets, 1))))
+        if not needed <= self.checked_sets:
+            return (
+                "the worker reported PASSED, but input set(s) "
+                f"{sorted(needed - self.checked_sets)} were never checked by the judge"
+            )
+        if self.timed_checks < self.num_trials:
+            return (
+                f"the worker reported PASSED, but only {self.timed_checks} of the "
+                f"{self.num_trials} timed calls' outputs reached the judge"
+            )
+        return None
+
+
+def validate_check(header: dict, blob: bytes, n_outputs: int) -> dict:
+    """A worker's check request, or WireError."""
+    k, label = header.get("set"), header.get("label")
+    if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < MAX_SETS:
+        raise WireError("malformed check request (bad input set index)")
+    n_sets = header.get("sets")
+    if not isinstance(n_sets, int) or isinstance(n_sets, bool) or not k < n_sets <= MAX_SETS:
+        raise WireError("malformed check request (bad number of input sets)")
+    if label not in ("set", "timed"):
+        raise WireError("malformed check request (bad label)")
+    validate_values(header.get("outputs"), len(blob), n_outputs)
+    if len(header["outputs"]) != n_outputs:
+        raise WireError("malformed check request (wrong number of outputs)")
+    return header
+
+
+def validate_result(header: dict) -> dict:
+    """A worker's final report with only the fields and types the parent uses, or WireError."""
+    status = header.get("status")
+    if status not in STATUSES:
+        raise WireError(f"malformed result (status {str(status)[:40]!r})")
+    log = header.get("log", "")
+    extra = header.get("extra", {})
+    perf = header.get("performance")
+    corr = header.get("correctness")
+    if not isinstance(log, str) or not isinstance(extra, dict):
+        raise WireError("malformed result (log or extra of the wrong type)")
+    if perf is not None and not isinstance(perf, dict):
+        raise WireError("malformed result (performance is not an object)")
+    if corr is not None and not isinstance(corr, dict):
+        raise WireError("malformed result (correctness is not an object)")
+    return {
+        "status": status,
+        "log": clip_text(log),
+        "extra": extra,
+        "performance": perf,
+        "correctness": corr,
+        "fatal": header.get("fatal") is True,
+        "tainted": header.get("tainted") is True,
+    }
+
+
+def final_result(task_id: int, report: dict, ledger: TaskLedger, latency: dict | None) -> Any:
+    """The EvalResult the parent records for a worker's validated report."""
+    from fib_core.bench.protocol import EvalResult
+
+    extra = report["extra"]
+    status = report["status"]
+    if status != "PASSED":
+        corr = report["correctness"]
+        if ledger.failure is not None and ledger.failure["status"] == status:
+            corr = ledger.failure.get("correctness")
+        return EvalResult(
+            task_id, status, report["log"], _corr_dict(corr), None, extra, report["fatal"]
+        )
+    n_sets = extra.get("num_input_sets", 1)
+    n_sets = n_sets if isinstance(n_sets, int) and not isinstance(n_sets, bool) else 1
+    why = ledger.passed_everything(n_sets)
+    if why is not None:
+        failed = ledger.failure or {"status": "RUNTIME_ERROR"}
+        return EvalResult(
+            task_id,
+            failed["status"],
+            clip_text(why),
+            _corr_dict(failed.get("correctness")),
+            None,
+            extra,
+            report["fatal"],
+        )
+    perf = report["performance"] or {}
+    latency_ms = perf.get("latency_ms")
+    if (
+        not isinstance(latency_ms, (int, float))
+        or isinstance(latency_ms, bool)
+        or not math.isfinite(latency_ms)
+        or latency_ms <= 0
+    ):
+        return EvalResult(
+            task_id, "RUNTIME_ERROR", "the worker reported no valid latency", None, None, extra
+        )
+    known = ("latency_ms", "reference_latency_ms", "speedup_factor")
+    perf_extra = {k: v for k, v in perf.items() if k not in known}  # Performance's extras
+    ref_ms = 0.0
+    if latency is not None:
+        ref_ms = latency["latency_ms"]
+        perf_extra["reference_timing"] = latency["extra"]
+    speedup = ref_ms / latency_ms if ref_ms > 0 else 0.0
+    performance = {
+        **perf_extra,
+        "latency_ms": float(latency_ms),
+        "reference_latency_ms": ref_ms,
+        "speedup_factor": speedup,
+    }
+    assert ledger.first is not None
+    return EvalResult(
+        task_id,
+        "PASSED",
+        clip_text(ledger.first.get("message", "")),
+        _corr_dict(ledger.first.get("correctness")),
+        performance,
+        extra,
+        report["fatal"],
+    )
+
+
+def _corr_dict(raw: Any) -> dict | None:
+    corr = _correctness(raw)
+    return corr.to_dict() if corr is not None else None
+
+
+def validate_latency(header: dict) -> dict:
+    ms, extra = header.get("latency_ms"), header.get("extra")
+    if (
+        not isinstance(ms, (int, float))
+        or not math.isfinite(ms)
+        or ms < 0
+        or not isinstance(extra, dict)
+    ):
+        raise WireError("malformed reference latency from the judge")
+    return {"latency_ms": float(ms), "extra": extra}

@@ -1,0 +1,204 @@
+"""Containment of a worker process: parent-death signal, read-only data, no stray processes.
+
+A solution runs with the user's rights, so the worker narrows what it can reach before any
+solution code loads (Linux only; every step degrades to a warning, never a failure):
+
+* ``PR_SET_PDEATHSIG``: the worker dies with the engine, even on ``kill -9`` of the engine.
+* a user + mount + PID namespace (unprivileged, when the kernel allows it): the dataset and the
+  reference cache are bind-mounted read-only, the cache's signing key is hidden under an empty
+  tmpfs, and the worker's server is PID 1 of its own PID namespace, so every process a solution
+  starts (double-forked, ``setsid`` or not) is killed by the kernel when the worker ends.
+* where namespaces are refused: the worker becomes a child subreaper and every process started
+  under it carries a run token in its environment; the engine kills whatever still carries the
+  token when it retires the worker (:func:`kill_tagged`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
+TOKEN_VAR = "FIB_WORKER_TOKEN"
+DISABLE_VAR = "FIB_SANDBOX"  # "0" turns the namespace step off (the warning then says so)
+
+
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def _prctl(option: int, arg: int) -> bool:
+    libc = _libc()
+    return bool(libc is not None and libc.prctl(option, arg, 0, 0, 0) == 0)
+
+
+def die_with_parent() -> bool:
+    """Ask the kernel to SIGKILL this process when its parent ends (Linux)."""
+    parent = os.getppid()
+    ok = _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if ok and os.getppid() != parent:  # the parent died before the call: go now
+        os._exit(1)
+    return ok
+
+
+def forbid_tracing() -> bool:
+    """Make this process non-dumpable: same-user processes can no longer ptrace it or read
+    its memory through /proc (used by the judge, which holds the reference outputs)."""
+    return _prctl(PR_SET_DUMPABLE, 0)
+
+
+def contain(readonly: Sequence[str], hidden: Sequence[str]) -> list[str]:
+    """Enter the namespaces described above; returns warnings (empty when fully contained).
+
+    Must run before any thread starts (before torch is imported). In the PID-namespace case
+    this forks: the calling process stays behind as a supervisor that only waits and relays
+    the exit status, and the function returns in the child (PID 1 of the namespace).
+    """
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    if os.environ.get(DISABLE_VAR, "1") == "0":
+        return [f"{DISABLE_VAR}=0: the dataset and reference cache are writable by solutions"]
+    libc = _libc()
+    if libc is None:
+        return [
+            "no Linux namespaces here: the dataset and reference cache are writable by "
+            "solutions, and processes they start are only killed on a clean exit"
+        ]
+    uid, gid = os.getuid(), os.getgid()
+    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID) != 0:
+        err = os.strerror(ctypes.get_errno())
+        return [
+            f"unprivileged namespaces are refused here ({err}): the dataset and reference "
+            "cache are writable by solutions; processes they start are killed when the "
+            "worker is retired, but may outlive a kill -9 of the engine"
+        ]
+    warnings: list[str] = []
+    try:
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+        _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
+        for path in readonly:
+            if os.path.isdir(path):
+                _bind_readonly(libc, path)
+        for path in hidden:
+            if os.path.isdir(path):
+                _mount(libc, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, b"size=16k,mode=700")
+    except OSError as err:
+        warnings.append(
+            f"could not make the dataset read-only ({err}); it is writable by solutions"
+        )
+    _become_pid_one()
+    return warnings
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as fh:
+        fh.write(text)
+
+
+def _mount(
+    libc: ctypes.CDLL,
+    source: str | None,
+    target: str,
+    fstype: str | None,
+    flags: int,
+    data: bytes | None = None,
+) -> None:
+    if libc.mount(_enc(source), _enc(target), _enc(fstype), ctypes.c_ulong(flags), data) != 0:
+        raise OSError(ctypes.get_errno(), f"mount {target}: {os.strerror(ctypes.get_errno())}")
+
+
+def _enc(text: str | None) -> bytes | None:
+    return text.encode() if text is not None else None
+
+
+def _bind_readonly(libc: ctypes.CDLL, path: str) -> None:
+    """Bind ``path`` onto itself, then remount read-only keeping the flags the kernel locks."""
+    _mount(libc, path, path, None, MS_BIND | MS_REC)
+    have = os.statvfs(path).f_flag
+    locked = 0
+    for st_flag, ms_flag in (
+        (os.ST_NOSUID, MS_NOSUID),
+        (os.ST_NODEV, MS_NODEV),
+        (os.ST_NOEXEC, MS_NOEXEC),
+        (os.ST_NOATIME, MS_NOATIME),
+        (os.ST_NODIRATIME, MS_NODIRATIME),
+        (os.ST_RELATIME, MS_RELATIME),
+    ):
+        if have & st_flag:
+            locked |= ms_flag
+    _mount(libc, None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | locked)
+
+
+def _become_pid_one() -> None:
+    """Fork into the new PID namespace: the first child is its init (PID 1: it only reaps and
+    exits with the server), the grandchild returns and serves. Signals a solution sends to its
+    own process therefore behave as usual (PID 1 would ignore them)."""
+    _fork_and_wait(reap_all=False)
+    _fork_and_wait(reap_all=True)
+
+
+def _fork_and_wait(reap_all: bool) -> None:
+    """Fork; the child returns (dying with its parent), the parent waits and exits with it."""
+    child = os.fork()
+    if child == 0:
+        die_with_parent()
+        return
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the engine decides; SIGTERM/SIGKILL end us
+    os.closerange(3, 1 << 16)
+    while True:
+        try:
+            pid, status = os.waitpid(-1 if reap_all else child, 0)
+        except ChildProcessError:
+            os._exit(0)
+        except InterruptedError:
+            continue
+        if pid == child:
+            if os.WIFSIGNALED(status):  # pass the signal on, so the engine can name it
+                sig = os.WTERMSIG(status)
+                signal.signal(sig, signal.SIG_DFL)
+                os.kill(os.getpid(), sig)
+                os._exit(128 + sig)
+            os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+
+
+def kill_tagged(token: str, spare: Sequence[int] = ()) -> int:
+    """SIGKILL every process of this user whose environment carries ``token``; the count."""
+    needle = f"{TOKEN_VAR}={token}".encode()
+    killed = 0
+    me = os.getpid()
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return 0
+    for pid in pids:
+        if pid == me or pid in spare:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                env = fh.read()
+        except OSError:
+            continue
+        if needle in env.split(b"\0"):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
+    return killed

@@ -1,0 +1,264 @@
+"""The framing between the engine and its child processes, safe to read from hostile code.
+
+A worker runs untrusted solution code, so nothing it sends may be unpickled, trusted for its
+size, or waited on without a deadline. Every message a child sends is one frame::
+
+    magic (4 bytes) | JSON length (u32) | blob length (u64) | JSON header | raw blob
+
+The reader checks the magic, caps both lengths before allocating anything, reads with a
+deadline (a partial frame cannot block the parent forever) and parses the header as strict JSON
+into a dict. Anything else raises :class:`WireError`, which the caller turns into a
+RUNTIME_ERROR of the solution that was running. Tensors travel as raw bytes described in the
+header (dtype name from an allow-list, shape, byte count), never as Python objects.
+
+The parent's own messages to a child go the other way with pickle in the same framing: a child
+trusts its parent, never the reverse.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+import select
+import socket
+import struct
+import time
+from collections.abc import Sequence
+from typing import Any
+
+MAGIC = b"FIB1"
+_PREFIX = struct.Struct("<4sIQ")
+MAX_HEADER_BYTES = 4 << 20  # results carry logs and extras; both are clipped before sending
+DEFAULT_MAX_BLOB = 1 << 30  # outputs whose size the definition does not pin down
+# Element sizes of the dtypes outputs may have (bytes per stored element).
+ITEMSIZE = {
+    "float64": 8,
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "int64": 8,
+    "int32": 4,
+    "int16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "float4_e2m1fn_x2": 1,
+}
+
+
+class WireError(Exception):
+    """A child sent something that is not a well-formed frame within the limits."""
+
+
+class ChildGone(Exception):
+    """The child closed its end (exited or crashed)."""
+
+
+# --- writing (both sides) ---------------------------------------------------------------------
+
+
+def send_frame(sock: socket.socket, header: dict, blob: bytes | memoryview = b"") -> None:
+    """One frame: ``header`` as JSON (strict: no NaN) and an optional raw blob."""
+    text = json.dumps(header, allow_nan=False, separators=(",", ":")).encode()
+    sock.sendall(_PREFIX.pack(MAGIC, len(text), len(blob)) + text)
+    if len(blob):
+        sock.sendall(blob)
+
+
+def send_object(sock: socket.socket, obj: Any) -> None:
+    """Parent -> child only: a pickled object in a frame (the child trusts its parent)."""
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    sock.sendall(_PREFIX.pack(MAGIC, 0, len(data)) + data)
+
+
+def recv_object(sock: socket.socket) -> Any:
+    """Child side of :func:`send_object` (blocking)."""
+    magic, _n, size = _PREFIX.unpack(_recv_exact(sock, _PREFIX.size))
+    if magic != MAGIC:
+        raise WireError("bad frame from the parent")
+    return pickle.loads(_recv_exact(sock, size))
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(min(n - len(buf), 1 << 20))
+        if not chunk:
+            raise ChildGone("connection closed")
+        buf += chunk
+    return bytes(buf)
+
+
+# --- reading what a child sent (parent side, hostile input) ----------------------------------
+
+
+def read_frame(
+    sock: socket.socket, deadline: float, *, max_blob: int = 0, alive: Any = None
+) -> tuple[dict, bytes] | None:
+    """The next frame as (header dict, blob), or None at ``deadline`` with nothing started.
+
+    A frame that has started must finish before the deadline too (else WireError: a child
+    that sends half a frame and stops is treated as sending garbage). ``alive()`` is polled
+    so that a dead child raises ChildGone promptly.
+    """
+    if not _wait_readable(sock, deadline, alive):
+        return None
+    prefix = _read_exact(sock, _PREFIX.size, deadline)
+    magic, header_len, blob_len = _PREFIX.unpack(prefix)
+    if magic != MAGIC:
+        raise WireError(f"malformed message (bad magic {magic!r})")
+    if header_len > MAX_HEADER_BYTES:
+        raise WireError(f"message header of {header_len} bytes exceeds {MAX_HEADER_BYTES}")
+    if blob_len > max_blob:
+        raise WireError(f"message payload of {blob_len} bytes exceeds the {max_blob} allowed")
+    raw = _read_exact(sock, header_len, deadline)
+    blob = _read_exact(sock, blob_len, deadline) if blob_len else b""
+    try:
+        header = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError) as err:
+        raise WireError(f"malformed message header ({err})") from None
+    if not isinstance(header, dict) or not isinstance(header.get("type"), str):
+        raise WireError("malformed message header (not an object with a 'type')")
+    return header, blob
+
+
+def _reject_constant(token: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {token}")
+
+
+def _wait_readable(sock: socket.socket, deadline: float, alive: Any) -> bool:
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        ready, _, _ = select.select([sock], [], [], min(remaining, 0.5))
+        if ready:
+            return True
+        if alive is not None and not alive():
+            # One last look: the child may have written its last frame before exiting.
+            ready, _, _ = select.select([sock], [], [], 0)
+            if ready:
+                return True
+            raise ChildGone("the process ended")
+
+
+def _read_exact(sock: socket.socket, n: int, deadline: float) -> bytes:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise WireError(f"incomplete message ({got} of {n} bytes before the deadline)")
+        ready, _, _ = select.select([sock], [], [], min(remaining, 0.5))
+        if not ready:
+            continue
+        count = sock.recv_into(view[got:], min(n - got, 1 << 22))
+        if count == 0:
+            if got == 0 and n == _PREFIX.size:
+                raise ChildGone("connection closed")
+            raise WireError(f"incomplete message ({got} of {n} bytes, then the end)")
+        got += count
+    return bytes(buf)
+
+
+# --- tensors as bytes --------------------------------------------------------------------------
+
+
+def encode_values(values: Sequence[Any]) -> tuple[list[dict], bytes]:
+    """Outputs as (descriptions, one blob): tensors by dtype/shape/bytes, numbers by value.
+
+    Raises TypeError for anything else (the caller reports it as the solution's failure).
+    """
+    import torch
+
+    specs: list[dict] = []
+    chunks: list[bytes] = []
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            name = str(value.dtype).removeprefix("torch.")
+            if name not in ITEMSIZE:
+                raise TypeError(f"an output of dtype {value.dtype} cannot be checked")
+            flat = value.detach().contiguous().reshape(-1)
+            data = flat.view(torch.uint8).cpu().numpy().tobytes() if flat.numel() else b""
+            specs.append(
+                {"kind": "tensor", "dtype": name, "shape": list(value.shape), "nbytes": len(data)}
+            )
+            chunks.append(data)
+        elif isinstance(value, bool) or value is None:
+            specs.append({"kind": "value", "value": value})
+        elif isinstance(value, (int, float)):
+            number = float(value) if isinstance(value, float) else int(value)
+            if isinstance(number, float) and not math.isfinite(number):
+                specs.append({"kind": "float", "text": str(number)})
+            else:
+                specs.append({"kind": "value", "value": number})
+        else:
+            raise TypeError(f"an output of type {type(value).__name__} cannot be checked")
+    return specs, b"".join(chunks)
+
+
+def validate_values(specs: Any, blob_len: int, max_items: int) -> list[dict]:
+    """Check descriptions from a child before anything is built from them."""
+    if not isinstance(specs, list) or len(specs) > max_items:
+        raise WireError("malformed outputs (not a list of the definition's size)")
+    total = 0
+    for spec in specs:
+        if not isinstance(spec, dict):
+            raise WireError("malformed outputs (an entry is not an object)")
+        kind = spec.get("kind")
+        if kind == "tensor":
+            shape, dtype, nbytes = spec.get("shape"), spec.get("dtype"), spec.get("nbytes")
+            if (
+                dtype not in ITEMSIZE
+                or not isinstance(shape, list)
+                or len(shape) > 16
+                or not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d for d in shape)
+            ):
+                raise WireError("malformed outputs (bad tensor dtype or shape)")
+            if nbytes != math.prod(shape) * ITEMSIZE[dtype]:
+                raise WireError("malformed outputs (byte count does not match shape and dtype)")
+            total += nbytes
+        elif kind == "value":
+            if not isinstance(spec.get("value"), (int, float, bool, type(None))):
+                raise WireError("malformed outputs (a scalar is not a number)")
+        elif kind == "float":
+            if spec.get("text") not in ("nan", "inf", "-inf"):
+                raise WireError("malformed outputs (bad non-finite scalar)")
+        else:
+            raise WireError(f"malformed outputs (unknown kind {kind!r})")
+    if total != blob_len:
+        raise WireError("malformed outputs (payload size does not match the descriptions)")
+    return specs
+
+
+def decode_values(specs: list[dict], blob: bytes, device: str) -> list[Any]:
+    """Inverse of :func:`encode_values` (specs already validated): fresh tensors on ``device``."""
+    import torch
+
+    values: list[Any] = []
+    offset = 0
+    for spec in specs:
+        if spec["kind"] == "tensor":
+            n = spec["nbytes"]
+            raw = (
+                torch.frombuffer(bytearray(blob[offset : offset + n]), dtype=torch.uint8)
+                if n
+                else torch.empty(0, dtype=torch.uint8)
+            )
+            offset += n
+            dtype = getattr(torch, spec["dtype"])
+            values.append(raw.view(dtype).reshape(spec["shape"]).to(device))
+        elif spec["kind"] == "float":
+            values.append(float(spec["text"]))
+        else:
+            values.append(spec["value"])
+    return values
+
+
+def socket_from_fd(fd: int) -> socket.socket:
+    """The child's end of the connection its parent passed as a file descriptor."""
+    return socket.socket(fileno=fd)
