@@ -8,6 +8,7 @@
 #        porting (a script written the organizers' way, on a tiny dataset)
 #        turnaround (cold and warm wall time per definition; TURNAROUND_DEFS picks definitions,
 #        TURNAROUND_ARGS adds e.g. --gpus 0,1)
+#        hostile isolation (the hostile-solution corpus; the judge process's cost)
 # (starters: STARTER_DEFS picks definitions, STARTER_ARGS adds run_local arguments)
 set -u
 OUT=$(realpath -m "${OUT:-gpu-results}")
@@ -67,6 +68,14 @@ for s in $steps; do
         rm -rf "$OUT/tiny-dataset"
         step porting-dataset 30 python3 examples/porting/make_tiny_dataset.py "$OUT/tiny-dataset"
         step porting 150 python3 examples/porting/organizers_script.py "$OUT/tiny-dataset" ;;
+    hostile)
+        # The hostile-solution corpus on the GPU, persistent and isolated, plus kill -9/SIGTERM
+        # of the engine: every attack contained, nothing left running.
+        HOSTILE_DEVICE=cuda step hostile 600 python3 -m pytest -q -p no:cacheprovider tests/hostile ;;
+    isolation)
+        # Per-workload cost of the judge process against in-worker checks (this fork's kernel).
+        step isolation 400 python3 benchmarks/bench_isolation_overhead.py --device cuda --fork \
+            --workloads "${ISOLATION_WORKLOADS:-8}" --rounds 2 ;;
     starters)
         # Every other starter through the kit, on a scratch copy of the fork.
         fork=$(mktemp -d)/fork

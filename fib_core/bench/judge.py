@@ -20,6 +20,7 @@ What stays in the worker and can therefore be forged by a hostile solution: its 
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,8 @@ STATUSES = (
     "TIMEOUT",
 )
 MAX_SETS = 4096
+MAX_EXTRA_BYTES = 256 << 10
+ESSENTIAL_EXTRAS = ("seed", "device", "solution_hash", "runner", "timing", "num_input_sets")
 
 
 # --- worker side -------------------------------------------------------------------------------
@@ -342,6 +345,9 @@ def validate_result(header: dict) -> dict:
         raise WireError("malformed result (performance is not an object)")
     if corr is not None and not isinstance(corr, dict):
         raise WireError("malformed result (correctness is not an object)")
+    if len(json.dumps(extra)) > MAX_EXTRA_BYTES:  # a flood of extras: keep the essentials
+        extra = {k: extra[k] for k in ESSENTIAL_EXTRAS if k in extra}
+        extra["warnings"] = ["the worker's extras were too large and were dropped"]
     return {
         "status": status,
         "log": clip_text(log),

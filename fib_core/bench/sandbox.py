@@ -103,7 +103,10 @@ def contain(readonly: Sequence[str], hidden: Sequence[str]) -> list[str]:
         warnings.append(
             f"could not make the dataset read-only ({err}); it is writable by solutions"
         )
-    _become_pid_one()
+    if not warnings:
+        _become_pid_one(libc, uid, gid, warnings)
+    else:
+        _fork_and_wait(reap_all=False)
     return warnings
 
 
@@ -146,11 +149,33 @@ def _bind_readonly(libc: ctypes.CDLL, path: str) -> None:
     _mount(libc, None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | locked)
 
 
-def _become_pid_one() -> None:
+def _become_pid_one(libc: ctypes.CDLL, uid: int, gid: int, warnings: list[str]) -> None:
     """Fork into the new PID namespace: the first child is its init (PID 1: it only reaps and
     exits with the server), the grandchild returns and serves. Signals a solution sends to its
-    own process therefore behave as usual (PID 1 would ignore them)."""
+    own process therefore behave as usual (PID 1 would ignore them).
+
+    The init mounts a /proc of the new PID namespace (else ``/proc/<pid>/root`` of any
+    process outside would lead back to the writable dataset) and enters one more user + mount
+    namespace, so that every mount made here is locked: the solution, though root of its own
+    namespace, can neither unmount nor remount them writable.
+    """
     _fork_and_wait(reap_all=False)
+    try:
+        _mount(libc, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    except OSError as err:
+        warnings.append(
+            f"could not mount a private /proc ({err}): processes outside the "
+            "worker stay visible and the dataset reachable through them"
+        )
+    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0:
+        try:
+            _write("/proc/self/setgroups", "deny")
+            _write("/proc/self/uid_map", f"{uid} {uid} 1")
+            _write("/proc/self/gid_map", f"{gid} {gid} 1")
+        except OSError as err:
+            warnings.append(f"could not lock the read-only mounts ({err})")
+    else:
+        warnings.append("could not lock the read-only mounts: a solution could unmount them")
     _fork_and_wait(reap_all=True)
 
 
@@ -176,6 +201,20 @@ def _fork_and_wait(reap_all: bool) -> None:
                 os.kill(os.getpid(), sig)
                 os._exit(128 + sig)
             os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+
+
+def namespaces_available() -> bool:
+    """Whether this machine lets an unprivileged process enter the namespaces :func:`contain`
+    uses (probed in a throw-away child)."""
+    libc = _libc()
+    if libc is None or os.environ.get(DISABLE_VAR, "1") == "0":
+        return False
+    child = os.fork()
+    if child == 0:
+        ok = libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID) == 0
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(child, 0)
+    return os.waitstatus_to_exitcode(status) == 0
 
 
 def kill_tagged(token: str, spare: Sequence[int] = ()) -> int:

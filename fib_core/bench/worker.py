@@ -125,7 +125,7 @@ def _send_result(sock: Any, result: Any, tainted: list[str]) -> None:
     })
 
 
-def serve(sock: Any, requested_device: str, warnings: list[str]) -> int:
+def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool = False) -> int:
     """Answer tasks until told to close (0) or the GPU context is lost (3)."""
     from fib_core.bench.wire import ChildGone, recv_object, send_frame
 
@@ -138,7 +138,9 @@ def serve(sock: Any, requested_device: str, warnings: list[str]) -> int:
     from fib_core.bench.protocol import EvalResult
 
     env = collect_environment(device)
-    send_frame(sock, {"type": "ready", "device": device, "warnings": warnings})
+    from dataclasses import asdict
+
+    send_frame(sock, {"type": "ready", "device": device, "env": asdict(env), "warnings": warnings})
     current = {"task": -1}
 
     def phase(name: str) -> None:
@@ -151,7 +153,8 @@ def serve(sock: Any, requested_device: str, warnings: list[str]) -> int:
         return reply[1]
 
     evaluator = Evaluator(device, env, phase=phase)
-    evaluator.remote_check = RemoteChecker(ask)
+    if not trusted:  # the trusted mode exists to measure what the judge costs
+        evaluator.remote_check = RemoteChecker(ask)
     plugins: set[str] = set()
     state = _ProcessState()
     baseline: dict[str, int] | None = None
@@ -237,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--role", choices=("worker", "judge"), default="worker")
     parser.add_argument("--readonly", action="append", default=[])
     parser.add_argument("--hide", action="append", default=[])
+    parser.add_argument("--trusted", action="store_true")
     args = parser.parse_args(argv)
     from fib_core.bench import sandbox
 
@@ -252,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.role == "judge":
             return serve_judge(sock, args.device)
-        return serve(sock, args.device, warnings)
+        return serve(sock, args.device, warnings, args.trusted)
     except Exception:
         traceback.print_exc()
         try:

@@ -18,11 +18,14 @@ from pathlib import Path
 import pytest
 
 from fib_core.bench import Benchmark, BenchmarkConfig, Log
+from fib_core.bench.sandbox import namespaces_available
 from fib_core.data.traceset import TraceSet
 
 HERE = Path(__file__).parent
 BENCH_FIXTURES = HERE.parent / "bench" / "fixtures"
-FAST = dict(warmup_runs=1, iterations=3, num_trials=2, device="cpu", timeout_seconds=10)
+# HOSTILE_DEVICE=cuda runs the corpus on a GPU (benchmarks/gpu_checks.sh, step "hostile").
+DEVICE = os.environ.get("HOSTILE_DEVICE", "cpu")
+FAST = dict(warmup_runs=1, iterations=3, num_trials=2, device=DEVICE, timeout_seconds=30)
 SMALL = ("toy-0001-small",)
 
 # attacker -> (acceptable statuses, text the log must contain or None)
@@ -124,7 +127,10 @@ def tagged_env(monkeypatch):
 @pytest.mark.slow
 @pytest.mark.parametrize("isolated", [False, True], ids=["persistent", "isolated"])
 def test_hostile_corpus_is_contained(tmp_path, isolated, tagged_env):
-    hostile = list(ATTACKS) + list(HARMLESS)
+    contained = namespaces_available()
+    # Without namespaces nothing stops a solution from rewriting the dataset (the run warns);
+    # the cache is still protected by its signatures.
+    hostile = [n for n in [*ATTACKS, *HARMLESS] if contained or n != "rewrite_dataset"]
     root = _dataset(tmp_path / "dataset", ["correct", "wrong", "expects_clean_process", *hostile])
     # An honest baseline: traces stored, references and their latency cached.
     before = {t.solution: t for t in _run(root, ["correct", "wrong"], isolated)}
@@ -151,10 +157,11 @@ def test_hostile_corpus_is_contained(tmp_path, isolated, tagged_env):
     assert _tagged(tagged_env) == [], "processes left behind"
 
     sandbox_notes = [e.message for e in events if isinstance(e, Log) and "sandbox" in e.message]
+    assert bool(sandbox_notes) != contained, sandbox_notes
     for name, (statuses, needle) in ATTACKS.items():
+        if name not in results or (not contained and name == "poison_cache"):
+            continue  # without namespaces the cache write succeeds; the signatures reject it
         ev = results[name].evaluation
-        if sandbox_notes and name in ("rewrite_dataset", "poison_cache"):
-            continue  # without namespaces only the signatures and the judge protect
         assert ev.status.value in statuses, (name, ev.status.value, ev.log[:2000])
         if needle is not None:
             assert needle in ev.log, (name, ev.log[:2000])
@@ -173,18 +180,27 @@ def test_hostile_corpus_is_contained(tmp_path, isolated, tagged_env):
         assert first == {("correct", "PASSED"), ("wrong", "INCORRECT_NUMERICAL")}
     assert _digests(root / "workloads") == workloads
     after = _digests(cache)
-    assert {k: after.get(k) for k in cached} == cached  # new entries may appear, none change
+    if contained:
+        assert {k: after.get(k) for k in cached} == cached  # new entries may appear
     again = _run(root, ["correct"], isolated)[0].evaluation
-    assert again.performance.reference_latency_ms == pytest.approx(ref_ms)
+    if contained:  # the cached latency itself was out of reach
+        assert again.performance.reference_latency_ms == pytest.approx(ref_ms)
+    else:  # rewritten to 1000 ms, rejected by its signature and measured again
+        assert again.performance.reference_latency_ms < 100
     assert _tagged(tagged_env) == []
 
 
-def test_patched_worker_is_retired_and_the_next_workload_still_checked(tmp_path, tagged_env):
+def test_a_patched_checker_gains_nothing_on_any_workload(tmp_path, tagged_env):
     root = _dataset(tmp_path / "dataset", ["patch_checker"])
     cfg = BenchmarkConfig(solutions=("patch_checker",), **FAST)
     with Benchmark(TraceSet.from_path(root), cfg) as bench:
         traces = bench.run_all(dump_traces=False)
-    assert [t.evaluation.status.value for t in traces] == ["INCORRECT_NUMERICAL"] * 2
+    # The patched checker and evaluator gain nothing: the worker's PASSED claims have no
+    # verdict of the judge behind them (RUNTIME_ERROR), or the outputs fail there.
+    statuses = [t.evaluation.status.value for t in traces]
+    assert len(statuses) == 2
+    assert set(statuses) <= {"RUNTIME_ERROR", "INCORRECT_NUMERICAL"}, statuses
+    assert any("patches fib_core" in f for f in traces[0].evaluation.extra["audit"])
     assert _tagged(tagged_env) == []
 
 
@@ -192,7 +208,7 @@ _KILL_SCRIPT = """
 import sys
 from fib_core.bench import Benchmark, BenchmarkConfig
 from fib_core.data.traceset import TraceSet
-cfg = BenchmarkConfig(device="cpu", timeout_seconds=600, warmup_runs=1, iterations=3,
+cfg = BenchmarkConfig(device=sys.argv[2], timeout_seconds=600, warmup_runs=1, iterations=3,
                       num_trials=2, solutions=("spawn_then_hang",))
 with Benchmark(TraceSet.from_path(sys.argv[1]), cfg) as bench:
     bench.run_all(dump_traces=False)
@@ -211,7 +227,7 @@ def test_nothing_outlives_a_killed_engine(tmp_path, tagged_env, how):
     folder = root / "solutions" / "tests" / "toy_axpy"
     (folder / "spawn_then_hang.json").write_text(json.dumps(spec))
     env = dict(os.environ, PYTHONPATH=str(HERE.parents[1]))
-    engine = subprocess.Popen([sys.executable, "-c", _KILL_SCRIPT, str(root)], env=env)
+    engine = subprocess.Popen([sys.executable, "-c", _KILL_SCRIPT, str(root), DEVICE], env=env)
     try:
         deadline = time.monotonic() + 120
         while len(_tagged(tagged_env)) < 5 and time.monotonic() < deadline:

@@ -1,0 +1,181 @@
+"""The pieces that keep a hostile worker's data from hurting the engine, without processes:
+framing limits and deadlines, bounded logs, the signed cache, the audit, the verdict rules."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import time
+
+import pytest
+import torch
+
+from fib_core.bench.judge import TaskLedger, final_result, validate_result
+from fib_core.bench.logs import clip_text, read_bounded
+from fib_core.bench.wire import (
+    WireError,
+    decode_values,
+    encode_values,
+    read_frame,
+    send_frame,
+    validate_values,
+)
+from fib_core.project.audit import audit_sources
+
+
+@pytest.fixture
+def pair():
+    a, b = socket.socketpair()
+    yield a, b
+    a.close()
+    b.close()
+
+
+def test_a_frame_round_trips_with_its_tensors(pair):
+    a, b = pair
+    outs = [torch.randn(3, 5).to(torch.bfloat16), 2.5, float("nan"), torch.arange(4)]
+    specs, blob = encode_values(outs)
+    send_frame(a, {"type": "check", "outputs": specs}, blob)
+    header, got_blob = read_frame(b, time.monotonic() + 5, max_blob=len(blob))
+    back = decode_values(validate_values(header["outputs"], len(got_blob), 4), got_blob, "cpu")
+    assert torch.equal(back[0], outs[0]) and back[0].dtype == torch.bfloat16
+    assert back[1] == 2.5 and back[2] != back[2] and torch.equal(back[3], outs[3])
+
+
+@pytest.mark.parametrize(
+    ("raw", "needle"),
+    [
+        (b"\x80\x04garbage that is not a frame at all", "bad magic"),
+        (struct.pack("<4sIQ", b"FIB1", 16, 2 << 30) + b"{" * 16, "exceeds"),
+        (struct.pack("<4sIQ", b"FIB1", 1 << 31, 0), "exceeds"),
+        (struct.pack("<4sIQ", b"FIB1", 1000, 0) + b'{"type":', "incomplete message"),
+        (struct.pack("<4sIQ", b"FIB1", 3, 0) + b"[1]", "not an object"),
+        (struct.pack("<4sIQ", b"FIB1", 3, 0) + b"NaN", "malformed message header"),
+    ],
+)
+def test_malformed_frames_raise_promptly(pair, raw, needle):
+    a, b = pair
+    a.sendall(raw)
+    started = time.monotonic()
+    with pytest.raises(WireError, match=needle):
+        read_frame(b, time.monotonic() + 1.0, max_blob=1 << 20)
+    assert time.monotonic() - started < 10  # bounded by the deadline, never blocked
+
+
+def test_nothing_sent_is_a_timeout_not_an_error(pair):
+    assert read_frame(pair[1], time.monotonic() + 0.2) is None
+
+
+def test_output_descriptions_are_checked_before_use():
+    good = [{"kind": "tensor", "dtype": "float32", "shape": [2, 3], "nbytes": 24}]
+    assert validate_values(good, 24, 1) == good
+    for bad, size in [
+        ([{**good[0], "nbytes": 25}], 25),
+        ([{**good[0], "dtype": "object"}], 24),
+        ([{**good[0], "shape": [-1, 3]}], 24),
+        (good, 48),
+        ([{"kind": "pickle", "data": "..."}], 0),
+        (good * 2, 48),
+    ]:
+        with pytest.raises(WireError):
+            validate_values(bad, size, 1)
+
+
+def test_a_100_mb_line_is_cut_when_read_back(tmp_path):
+    log = tmp_path / "worker.log"
+    log.write_bytes(b"start\n" + b"x" * (100 << 20) + b"\nlast words\n")
+    text = read_bounded(log)
+    assert len(text) < 40_000
+    assert "bytes omitted" in text and "last words" in text and text.startswith("start")
+    assert len(clip_text("y" * 10_000_000)) < 40_000
+
+
+def test_signed_cache_rejects_a_rewritten_latency(tmp_path, toy_definition):
+    from fib_core.bench.integrity import SignedReferenceCache, ensure_key
+
+    key = ensure_key(tmp_path)
+    cache = SignedReferenceCache(key, tmp_path)
+    record = {"latency_ms": 0.5, "extra": {"method": "events"}}
+    cache.store_latency(toy_definition, "k1", record)
+    assert cache.load_latency(toy_definition, "k1") == record
+    path = cache._path(toy_definition, "k1", ".latency.json")
+    path.write_text(json.dumps({"latency_ms": 1000.0, "extra": {}}))
+    assert cache.load_latency(toy_definition, "k1") is None
+    # A cache written without the key (or by another key) is not trusted either.
+    assert SignedReferenceCache(b"0" * 32, tmp_path).load_latency(toy_definition, "k1") is None
+    outs = [torch.arange(6, dtype=torch.float32).reshape(2, 3)]
+    cache.store_outputs(toy_definition, "k2", outs)
+    assert torch.equal(cache.load_outputs(toy_definition, "k2", "cpu")[0], outs[0])
+    data = cache._path(toy_definition, "k2", ".safetensors")
+    data.write_bytes(data.read_bytes()[:-4] + bytes(4))
+    assert cache.load_outputs(toy_definition, "k2", "cpu") is None
+
+
+@pytest.fixture
+def toy_definition():
+    from pathlib import Path
+
+    from fib_core.data.definition import Definition
+
+    path = Path(__file__).parents[1] / "bench" / "fixtures" / "toy_axpy.json"
+    return Definition.from_dict(json.loads(path.read_text()))
+
+
+def test_the_audit_names_file_and_line():
+    source = (
+        "import sys\nimport torch\nimport fib_core.bench.check as c\n\n"
+        "def run(x, y):\n    f = sys._getframe(1).f_back\n    torch.cuda.synchronize = None\n"
+        "    open('/data/traces/t.jsonl', 'w')\n    return x\n"
+    )
+    text = [str(f) for f in audit_sources([("main.py", source)])]
+    assert any(t.startswith("main.py:3:") and "harness" in t for t in text)
+    assert any(t.startswith("main.py:6:") and "frame introspection" in t for t in text)
+    assert any(t.startswith("main.py:7:") and "patches torch.cuda.synchronize" in t for t in text)
+    assert any(t.startswith("main.py:8:") and "writing" in t for t in text)
+    honest = "import torch\n\ndef run(x, y, out):\n    out.copy_(x + y)\n"
+    assert audit_sources([("main.py", honest)]) == []
+
+
+def _report(status="PASSED", **extra):
+    header = {
+        "type": "result",
+        "status": status,
+        "log": "",
+        "extra": {"num_input_sets": 2, **extra},
+        "performance": {
+            "latency_ms": 0.001,
+            "reference_latency_ms": 5.0,
+            "speedup_factor": 5000.0,
+            "method": "x",
+        },
+        "correctness": None,
+    }
+    return validate_result(header)
+
+
+def test_only_the_judge_grants_passed():
+    ledger = TaskLedger(num_input_sets=2, num_trials=2)
+    forged = final_result(1, _report(), ledger, {"latency_ms": 1.0, "extra": {}})
+    assert forged.status == "RUNTIME_ERROR" and "never checked" in forged.log
+    ok = {
+        "status": "PASSED",
+        "message": "",
+        "correctness": {"max_relative_error": 0.0, "max_absolute_error": 0.0},
+    }
+    for k, label in [(0, "set"), (1, "set"), (5, "timed"), (7, "timed")]:
+        ledger.record({"set": k, "label": label}, ok)
+    result = final_result(1, _report(), ledger, {"latency_ms": 1.0, "extra": {"cached": True}})
+    assert result.status == "PASSED"
+    # The reference latency and the speedup are the judge's, not the worker's claims.
+    assert result.performance["reference_latency_ms"] == 1.0
+    assert result.performance["speedup_factor"] == pytest.approx(1000.0)
+    bad = {
+        "status": "INCORRECT_NUMERICAL",
+        "message": "3 of 6 elements",
+        "correctness": {"max_relative_error": 1.0, "max_absolute_error": 2.0},
+    }
+    ledger.record({"set": 9, "label": "timed"}, bad)
+    assert final_result(1, _report(), ledger, None).status == "INCORRECT_NUMERICAL"
+    with pytest.raises(Exception, match="status"):
+        validate_result({"type": "result", "status": "WINNER"})
