@@ -254,6 +254,8 @@ class WorkerHandle:
             code = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             return "the worker closed its connection"
+        if 128 < code < 160:  # the sandbox's init relays a signal death as 128 + signal
+            code = -(code - 128)
         if code < 0:
             try:
                 name = signal.Signals(-code).name

@@ -197,7 +197,8 @@ def _fork_and_wait(reap_all: bool) -> None:
         if pid == child:
             if os.WIFSIGNALED(status):  # pass the signal on, so the engine can name it
                 sig = os.WTERMSIG(status)
-                signal.signal(sig, signal.SIG_DFL)
+                if sig not in (signal.SIGKILL, signal.SIGSTOP):
+                    signal.signal(sig, signal.SIG_DFL)
                 os.kill(os.getpid(), sig)
                 os._exit(128 + sig)
             os._exit(os.waitstatus_to_exitcode(status) & 0xFF)

@@ -1,0 +1,80 @@
+"""The worker's sandbox on its own: read-only data that stays read-only even for a solution that
+is root of its namespace, a hidden key folder, a private /proc, signal deaths reported."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fib_core.bench.sandbox import namespaces_available
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_PROBE = r"""
+import ctypes, json, os, sys
+from pathlib import Path
+from fib_core.bench import sandbox
+data, keys = sys.argv[1], sys.argv[2]
+warnings = sandbox.contain([data], [keys])
+libc = ctypes.CDLL(None, use_errno=True)
+out = {"warnings": warnings, "pid": os.getpid()}
+def attempt(name, fn):
+    try:
+        fn()
+        out[name] = "done"
+    except OSError as err:
+        out[name] = err.strerror
+def umount():
+    if libc.umount2(data.encode(), 2) != 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    Path(data, "f").write_text("changed")
+def remount():
+    if libc.mount(None, data.encode(), None, ctypes.c_ulong(32 | 4096), None) != 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    Path(data, "f").write_text("changed")
+attempt("write", lambda: Path(data, "f").write_text("changed"))
+attempt("umount", umount)
+attempt("remount", remount)
+out["pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+out["keys"] = sorted(os.listdir(keys))
+print(json.dumps(out), flush=True)
+"""
+
+
+@pytest.mark.skipif(not namespaces_available(), reason="no unprivileged namespaces here")
+def test_read_only_data_cannot_be_unlocked_and_the_key_is_hidden(tmp_path):
+    data, keys = tmp_path / "data", tmp_path / "keys"
+    data.mkdir()
+    keys.mkdir()
+    (data / "f").write_text("original")
+    (keys / "reference.key").write_bytes(b"k" * 32)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(data), str(keys)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["warnings"] == []
+    assert out["write"] == "Read-only file system"
+    assert out["umount"] != "done" and out["remount"] != "done"
+    assert out["pid"] == 2 and out["pids"] == [1, 2]  # only its own namespace is visible
+    assert out["keys"] == []
+    assert (data / "f").read_text() == "original"
+
+
+def test_a_signal_death_inside_the_sandbox_is_reported_as_one(tmp_path):
+    code = (
+        "from fib_core.bench import sandbox; import os, signal; sandbox.contain([], []); "
+        "os.kill(os.getpid(), signal.SIGKILL)"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    rc = subprocess.run([sys.executable, "-c", code], env=env, timeout=60).returncode
+    assert rc in (-9, 137)  # killed directly, or relayed by the namespace's init as 128 + 9
