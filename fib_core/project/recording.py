@@ -99,8 +99,13 @@ class RunRecording:
 
     def keep(
         self, results: RunResults, console: Any, cross_check: list[dict[str, Any]] | None = None
-    ) -> None:
-        """Append the ledger record and write the HTML report; say where each went."""
+    ) -> list[str]:
+        """Append the ledger record and write the HTML report; say where each went.
+
+        Returns one line per write that failed (an unwritable folder, a full disk): the run's
+        figures are printed already, so a failed write is reported, not raised.
+        """
+        problems: list[str] = []
         if self.compared_with is not None:
             c = self.compared_with
             console.print(
@@ -117,16 +122,33 @@ class RunRecording:
             cross_check=cross_check,
         )
         if self.ledger_path is not None:
-            append_record(self.ledger_path, record)
-            self.recorded = record
-            console.print(f"run {record.run_id} recorded in {self.ledger_path}", highlight=False)
+            try:
+                append_record(self.ledger_path, record)
+            except OSError as err:
+                problems.append(
+                    f"{self.ledger_path}: cannot record the run ({err.strerror or err}); "
+                    "it is not in the ledger"
+                )
+            else:
+                self.recorded = record
+                console.print(
+                    f"run {record.run_id} recorded in {self.ledger_path}", highlight=False
+                )
         if self.html_path is not None:
             from fib_core.report.html import write_report
 
-            write_report(
-                self.html_path, record, history=[*history, record], previous=self.compared_with
-            )
-            console.print(f"HTML report written to {self.html_path}", highlight=False)
+            try:
+                write_report(
+                    self.html_path, record, history=[*history, record], previous=self.compared_with
+                )
+            except OSError as err:
+                problems.append(
+                    f"{self.html_path}: cannot write the HTML report ({err.strerror or err}); "
+                    "pass --html PATH in a writable folder"
+                )
+            else:
+                console.print(f"HTML report written to {self.html_path}", highlight=False)
+        return problems
 
 
 def run_config(request: Any) -> dict[str, Any]:

@@ -410,7 +410,7 @@ def finish(
         if problem is None:
             console.print(f"traces appended to {written}")
     if opts.recording is not None:
-        opts.recording.keep(results, console, cross_check=cross)
+        problems += opts.recording.keep(results, console, cross_check=cross)
     problems = [p for p in problems if p]
     for line in problems:
         print(f"error: {line}", file=sys.stderr)

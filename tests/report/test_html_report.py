@@ -193,3 +193,25 @@ def test_scripts_report_and_history(repo_root: Path, tmp_path: Path, two_runs) -
     assert "3.00x *" in hist.stdout and "2/3" in hist.stdout
     bad = _script(repo_root, "report.py", "--run", "ffff", cwd=tmp_path)
     assert bad.returncode == 2 and "'ffff'" in bad.stderr
+
+
+def test_an_unwritable_ledger_or_page_is_reported_not_raised(tmp_path: Path, mkrecord) -> None:
+    from rich.console import Console
+
+    from fib_core.project.recording import RunRecording
+
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where a folder should be\n")
+    rec = RunRecording(
+        root=tmp_path,
+        solution_name="s",
+        solution_hash="9" * 64,
+        config={},
+        ledger_path=blocker / "ledger.jsonl",
+        html_path=blocker / "r.html",
+    )
+    problems = rec.keep(mkrecord({1: 0.01}).results, Console(file=io.StringIO()))
+    assert len(problems) == 2
+    assert problems[0].startswith(f"{blocker / 'ledger.jsonl'}: cannot record the run")
+    assert problems[1].startswith(f"{blocker / 'r.html'}: cannot write the HTML report")
+    assert rec.recorded is None
