@@ -44,6 +44,12 @@ def decided_by(correctness: Any, status: str = "PASSED") -> str:
     matched = f"matched ratio {min(ratios):.6g}" if ratios else "every element matched"
     if required is not None:
         matched += f" >= required {required:g}"
+    if ratios and min(ratios) < 1.0:
+        return (
+            f"{matched}: the definition lets a share of elements exceed atol={_fmt(atol)} "
+            f"and rtol={_fmt(rtol)}, and the largest relative errors are among those or on "
+            "near-zero reference elements"
+        )
     return (
         f"{matched}; an element fails only beyond both atol={_fmt(atol)} and "
         f"rtol={_fmt(rtol)}, so the large relative error sits on near-zero reference "

@@ -101,6 +101,11 @@ def test_passed_row_with_large_relative_error_is_explained(mkrow, mkrun):
     text = decided_by(corr)
     assert "matched ratio 1 >= required 1" in text and "atol=0.01" in text
     assert "near-zero" in text
+    partial = Correctness(max_relative_error=42.0, max_absolute_error=1e4, extra={
+        **corr.extra, "outputs": {"output": {"matched_ratio": 0.952706}},
+        "tolerance": {"atol": 1.0, "rtol": 0.3, "required_matched_ratio": 0.9}})
+    assert decided_by(partial).startswith("matched ratio 0.952706 >= required 0.9: the "
+                                          "definition lets a share of elements exceed atol=1")
     small = Correctness(max_relative_error=0.02, max_absolute_error=1e-4, extra=corr.extra)
     assert decided_by(small) == "" and decided_by(corr, "INCORRECT_NUMERICAL") == ""
     run = mkrun([mkrow("aaaaaaaa-0001", max_rel_error=660.0, decided_by=text)])
