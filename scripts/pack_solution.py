@@ -2,6 +2,8 @@
 
     python scripts/pack_solution.py              # writes ./solution.json
     python scripts/pack_solution.py -o out.json
+    python scripts/pack_solution.py --definition gdn_prefill_qk4_v8_d128_k_last
+    python scripts/pack_solution.py --track      # solution-<definition>.json for each one
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from fib_core.data.json_io import dump_json  # noqa: E402
 from fib_core.project.audit import audit_solution  # noqa: E402
 from fib_core.project.entry import run_script  # noqa: E402
 from fib_core.project.pack import describe  # noqa: E402
+from fib_core.project.track_run import per_definition_path, selected_definitions  # noqa: E402
 from fib_core.project.workspace import open_workspace  # noqa: E402
 
 
@@ -23,11 +26,24 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-o", "--output", type=Path, default=Path("solution.json"))
     parser.add_argument("--config", type=Path, default=Path("config.toml"))
+    parser.add_argument("--definition", metavar="NAME", help="one definition of a track fork")
+    parser.add_argument(
+        "--track", action="store_true", help="every definition of the fork, one file each"
+    )
     args = parser.parse_args()
 
-    ws = open_workspace(args.config)
+    definitions = selected_definitions(args.config, args.definition, args.track)
+    for name in definitions:
+        output = per_definition_path(args.output, name, args.track) if name else args.output
+        pack_one(args.config, name, output)
+    return 0
+
+
+def pack_one(config: Path, definition: str | None, output: Path) -> None:
+    """Pack one definition of the fork (None: the default one) into ``output``."""
+    ws = open_workspace(config, definition)
     solution = ws.pack()
-    dump_json(solution, args.output)
+    dump_json(solution, output)
     files = describe(solution)
     print(
         f"packed {solution.name} ({solution.spec.language}, entry {solution.spec.entry_point}, "
@@ -36,10 +52,9 @@ def main() -> int:
     )
     for f in files:
         print(f"  {f.path:<40} {f.size:>8,d} bytes")
-    print(f"wrote {args.output} ({len(files)} files, hash {solution.hash()[:12]})")
+    print(f"wrote {output} ({len(files)} files, hash {solution.hash()[:12]})")
     for finding in audit_solution(solution):  # a warning, never a block
         print(f"warning: {finding}")
-    return 0
 
 
 if __name__ == "__main__":

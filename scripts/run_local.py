@@ -14,6 +14,8 @@
     python scripts/run_local.py --sanitize memcheck         # compute-sanitizer, your lines
     python scripts/run_local.py --gpus 0,1            # spread over two GPUs (default: all)
     python scripts/run_local.py --profile-harness     # where the time went, per phase
+    python scripts/run_local.py --definition gdn_prefill_qk4_v8_d128_k_last   # one of a track
+    python scripts/run_local.py --track               # every definition, then the track score
 
 Every run is recorded in runs/ledger.jsonl of the fork (scripts/history.py lists them).
 
@@ -28,6 +30,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the vendored fib_core
 
@@ -46,11 +49,15 @@ from fib_core.project.runflow import (  # noqa: E402
 from fib_core.project.workspace import open_workspace  # noqa: E402
 
 
-def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions]:
+def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions, list[str | None]]:
     p = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--config", type=Path, default=Path("config.toml"))
+    p.add_argument("--definition", metavar="NAME", help="one definition of a track fork")
+    p.add_argument(
+        "--track", action="store_true", help="every definition of the fork, then the track score"
+    )
     p.add_argument(
         "--workloads",
         nargs="+",
@@ -141,7 +148,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions]:
         gpus=a.gpus,
         profile_harness=a.profile_harness,
     )
-    return a.config, opts
+    from fib_core.project.track_run import selected_definitions
+
+    opts.track = a.track
+    return a.config, opts, selected_definitions(a.config, a.definition, a.track)
 
 
 def split_compare(value: str | None) -> tuple[Path | None, str | None]:
@@ -158,12 +168,33 @@ def split_compare(value: str | None) -> tuple[Path | None, str | None]:
 def main() -> int:
     from rich.console import Console
 
-    from fib_core.report.render import progress_bar
-
-    config_path, opts = parse_args()
+    config_path, opts, definitions = parse_args()
     check_compare_file(opts)
     console = Console()
-    ws = open_workspace(config_path)
+    if definitions == [None]:
+        return run_definition(config_path, None, opts, console)
+    from fib_core.project.track_run import options_for, print_track_summary
+
+    several = len(definitions) > 1
+    codes: dict[str, int] = {}
+    results = {}
+    for name in definitions:
+        one = options_for(opts, name, several)
+        codes[name] = run_definition(config_path, name, one, console)
+        if one.results is not None:
+            results[name] = one.results
+    if opts.track:
+        print_track_summary(results, codes, console)
+    return max(codes.values())
+
+
+def run_definition(
+    config_path: Path, definition: str | None, opts: RunOptions, console: Any
+) -> int:
+    """Benchmark one definition of the fork (None: the default one); the exit status."""
+    from fib_core.report.render import progress_bar
+
+    ws = open_workspace(config_path, definition)
     solution = ws.pack()
     opts.source_dir = display_path(ws.cfg.source_dir)
     request = make_request(ws.cfg, solution, opts)

@@ -4,6 +4,8 @@
     modal run scripts/run_modal.py --embedded --quick       # the kit's embedded dataset
     modal run scripts/run_modal.py --parallel 4 --json run.json
     modal run scripts/run_modal.py --workloads "batch_size>=32" --compare run.json
+    modal run scripts/run_modal.py --definition gdn_prefill_qk4_v8_d128_k_last
+    modal run scripts/run_modal.py --track                  # every definition, track score
 
 One-time set-up (see README, "Modal"): `pip install modal`, `modal setup`, then upload the
 contest dataset once:  modal volume put flashinfer-trace ./mlsys26-contest /dataset
@@ -144,11 +146,14 @@ def main(
     inline: bool = False,
     ncu: str = "",
     sanitize: str = "",
+    definition: str = "",
+    track: bool = False,
 ) -> None:
     """Pack here, benchmark remotely in `parallel` containers, print the merged table here.
 
     --workloads takes space-separated filters (uuid prefixes or axis filters); -1 / "" mean
-    "not set" (config.toml or the engine's default applies).
+    "not set" (config.toml or the engine's default applies). --definition NAME runs one
+    definition of a track fork; --track runs each in turn and prints the track score.
     """
     from fib_core.project.entry import run_script
     from fib_core.project.runflow import RunOptions, check_compare_file, finish, make_request
@@ -174,7 +179,30 @@ def main(
             compare_path=Path(compare) if compare else None,
         )
         check_compare_file(opts)
-        ws = open_workspace(config)
+        from fib_core.project.track_run import (
+            options_for,
+            print_track_summary,
+            selected_definitions,
+        )
+
+        names = selected_definitions(config, definition or None, track)
+        if names == [None]:
+            return run_one(None, opts)
+        codes: dict[str, int] = {}
+        results = {}
+        for name in names:
+            one = options_for(opts, name, len(names) > 1)
+            codes[name] = run_one(name, one)
+            if one.results is not None:
+                results[name] = one.results
+        if track:
+            from rich.console import Console
+
+            print_track_summary(results, codes, Console())
+        return max(codes.values())
+
+    def run_one(name: str | None, opts: RunOptions) -> int:
+        ws = open_workspace(config, name)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         opts.traces_path = ROOT / "runs" / f"modal-{ws.cfg.solution.definition}-{stamp}.jsonl"
         request = make_request(ws.cfg, ws.pack(), opts)

@@ -27,6 +27,8 @@ from fib_core.project.tracks import TRACKS, track_of
 LANGUAGES = ("triton", "cuda", "python")
 _TYPE_WORDS = {str: "string", int: "whole number", float: "number", bool: "boolean", list: "list"}
 BINDINGS = ("tvm-ffi", "torch")
+# Tables beside SCHEMA's that other modules validate: a whole track in one fork, audit settings.
+EXTRA_SECTIONS = ("track", "audit")
 
 
 @dataclass(frozen=True)
@@ -195,10 +197,16 @@ class KitConfig:
     benchmark: BenchmarkDefaults
     path: Path
     root: Path
+    # The track's definitions when config.toml has a [track] table (fib_core.project.track):
+    # each definition's sources then live in solution/<definition>/<language>/.
+    track: tuple[str, ...] = ()
 
     @property
     def source_dir(self) -> Path:
-        """``solution/<language>/``: the folder that gets packed."""
+        """The folder that gets packed: ``solution/<language>/``, or
+        ``solution/<definition>/<language>/`` in a fork holding a whole track."""
+        if self.track:
+            return self.root / "solution" / self.solution.definition / self.build.language
         return self.root / "solution" / self.build.language
 
 
@@ -229,12 +237,15 @@ def load_config(path: str | Path = "config.toml") -> KitConfig:
 
 
 def config_from_dict(data: dict[str, Any], path: Path) -> KitConfig:
-    """Validate parsed TOML ``data`` (see :data:`SCHEMA`) into a :class:`KitConfig`."""
+    """Validate parsed TOML ``data`` (see :data:`SCHEMA`) into a :class:`KitConfig`.
+
+    The ``[track]`` and ``[audit]`` tables are read by their own modules
+    (:mod:`fib_core.project.track`, :mod:`fib_core.project.submission_audit`)."""
     for section in data:
-        if section not in SCHEMA:
+        if section not in SCHEMA and section not in EXTRA_SECTIONS:
             raise ConfigError(
                 f"{path}: unknown section [{section}]{_did_you_mean(section, SCHEMA)} "
-                f"(valid sections: {', '.join('[' + s + ']' for s in SCHEMA)})"
+                f"(valid sections: {', '.join('[' + s + ']' for s in (*SCHEMA, *EXTRA_SECTIONS))})"
             )
     values: dict[str, dict[str, Any]] = {}
     for section, keys in SCHEMA.items():
@@ -248,8 +259,15 @@ def config_from_dict(data: dict[str, Any], path: Path) -> KitConfig:
     bench = BenchmarkDefaults(**values["benchmark"])
     _check_definition_name(path, sol.definition)
     _check_entry_point(path, build)
+    from fib_core.project.track import parse_track
+
     return KitConfig(
-        solution=sol, build=build, benchmark=bench, path=path, root=path.resolve().parent
+        solution=sol,
+        build=build,
+        benchmark=bench,
+        path=path,
+        root=path.resolve().parent,
+        track=parse_track(path, data),
     )
 
 

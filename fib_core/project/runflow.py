@@ -98,6 +98,8 @@ class RunOptions:
     debug: Any = None  # run_local's debugging flags (fib_core.project.debug_tools)
     gpus: str | None = None  # "0,1", "1"; None = every visible GPU (run_local)
     profile_harness: bool = False  # print the per-phase breakdown after the run (run_local)
+    results: Any = None  # set by finish(): the run's RunResults (a track run scores them)
+    track: bool = False  # --track: every definition of the fork, then the track score
 
 
 @dataclass
@@ -383,6 +385,7 @@ def finish(
         previous = RunResults.from_json(opts.compare_path)
     elif opts.recording is not None:
         previous = opts.recording.previous(results)
+    opts.results = results
     render_results(
         results, console, compare=previous, scope=run_scope(first, len(traces)), wide=opts.wide
     )

@@ -107,6 +107,7 @@ def switch_track(
 ) -> SwitchResult:
     """Install the starter for ``definition``/``language`` and rewrite ``config.toml``."""
     root = Path(root)
+    _refuse_track_fork(root / "config.toml")
     starters = available_starters(root)
     definition = _resolve_definition(root, definition, starters)
     languages = starters[definition]
@@ -137,6 +138,19 @@ def switch_track(
     return SwitchResult(definition, language, target, backup)
 
 
+def _refuse_track_fork(path: Path) -> None:
+    """A track fork's config.toml holds every definition: a plain switch would drop them."""
+    try:
+        cfg = load_config(path)
+    except ConfigError:
+        return  # a broken or missing config is replaced whole, as before
+    if cfg.track:
+        raise ConfigError(
+            f"{path}: this fork holds the track {', '.join(cfg.track)}; a switch would drop "
+            "it. Add a definition with --add, or edit [build] / [track.<definition>] there"
+        )
+
+
 def _rewrite_config(path: Path, definition: str, settings: dict) -> None:
     author = "your-team"
     keep_bench: dict = {}
@@ -161,3 +175,69 @@ def _rewrite_config(path: Path, definition: str, settings: dict) -> None:
     tmp = path.with_suffix(".toml.tmp")
     tmp.write_text(render_config(values), encoding="utf-8")
     tmp.replace(path)
+
+
+def add_definition(root: Path, definition: str, language: str | None = None) -> SwitchResult:
+    """Add ``definition``'s starter beside the fork's kernel instead of replacing it.
+
+    The first time, the fork becomes a track fork (:mod:`fib_core.project.track`): the current
+    kernel moves from ``solution/<language>/`` to ``solution/<its definition>/<language>/``
+    and ``config.toml`` gains a ``[track]`` table; the new starter goes to
+    ``solution/<definition>/<language>/`` and gets its ``[track.<definition>]`` table. Only
+    definitions of the fork's own track can be added.
+    """
+    from fib_core.project.track import read_toml, render_track, track_of_definition
+
+    root = Path(root)
+    starters = available_starters(root)
+    definition = _resolve_definition(root, definition, starters)
+    path = root / "config.toml"
+    cfg = load_config(path)
+    current = cfg.solution.definition
+    held = cfg.track or (current,)
+    if definition in held:
+        raise ConfigError(f"{path}: this fork already holds {definition}")
+    track = track_of_definition(current)
+    if track_of_definition(definition) != track:
+        raise ConfigError(
+            f"{definition} is not in this fork's track ({track}: "
+            f"{', '.join(TRACKS.get(track or '', ()))}); a fork holds one track"
+        )
+    languages = starters[definition]
+    language = language or ("triton" if "triton" in languages else languages[0])
+    if language not in languages:
+        raise ConfigError(
+            f"definition '{definition}' has no {language} starter; available: {', '.join(languages)}"
+        )
+    target = root / "solution" / definition / language
+    if target.exists() and any(target.iterdir()):
+        raise ConfigError(f"{target} already holds files; move them away first")
+    if not cfg.track:  # first addition: the current kernel moves into its definition's folder
+        old = root / "solution" / cfg.build.language
+        new = root / "solution" / current / cfg.build.language
+        if not old.is_dir():
+            raise ConfigError(f"{old}: not found; the fork's kernel should be there")
+        new.parent.mkdir(parents=True, exist_ok=True)
+        old.rename(new)
+    starter_dir = root / "starters" / definition / language
+    settings = read_starter(starter_dir)
+    shutil.copytree(
+        starter_dir, target, ignore=shutil.ignore_patterns(STARTER_FILE, "__pycache__")
+    )
+    data = read_toml(path)
+    tables = {
+        k: v for k, v in (data.get("track") or {}).items() if k != "definitions"
+    }
+    tables[definition] = {
+        "name": f"{cfg.solution.author}-{definition}-{language}",
+        "description": settings.get("solution", {}).get("description", ""),
+        **settings["build"],
+    }
+    ordered = [d for d in TRACKS[track] if d in (*held, definition)]  # type: ignore[index]
+    values = config_values(cfg)
+    text = render_config(values) + render_track(ordered, tables)
+    tmp = path.with_suffix(".toml.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    load_config(path)  # what was written must load
+    return SwitchResult(definition, language, target, None)

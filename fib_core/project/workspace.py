@@ -48,13 +48,19 @@ def resolve_dataset() -> tuple[Path, bool]:
     return default_dataset_path(), not os.environ.get("FIB_DATASET_PATH")
 
 
-def open_workspace(config_path: str | Path = "config.toml") -> Workspace:
-    """Load config and dataset, and check that the config's definition is in the dataset."""
+def open_workspace(
+    config_path: str | Path = "config.toml", definition: str | None = None
+) -> Workspace:
+    """Load config and dataset, and check that the config's definition is in the dataset.
+
+    ``definition``: one definition of a fork holding a whole track (``[track]`` in
+    config.toml, see :mod:`fib_core.project.track`); None is the default one."""
     from fib_core.data import TraceSet
     from fib_core.data.errors import DatasetNotFoundError
     from fib_core.project.dataset_checks import name_dataset_variable
+    from fib_core.project.track import definition_config
 
-    cfg = load_config(config_path)
+    cfg = definition_config(config_path, definition) if definition else load_config(config_path)
     path, embedded = resolve_dataset()
     try:
         trace_set = TraceSet.from_path(path)

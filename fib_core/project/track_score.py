@@ -1,0 +1,93 @@
+"""The contest's track score: the mean of the track's definition scores.
+
+Contest rule: a track's score is the average of its definitions' scores, and a missing or
+failing definition halves a two-definition track's score. Both follow from one rule, applied
+here: a definition without a result, or whose solution fails (score 0: any failed workload
+fails the solution), counts as 0 in the mean over *all* of the track's definitions.
+
+Example::
+
+    from fib_core.project.track_score import track_score
+    ts = track_score("gated_delta_net", {"gdn_decode_qk4_v8_d128_k_last": 2.0})
+    print(ts.score, ts.missing)    # 1.0 ('gdn_prefill_qk4_v8_d128_k_last',)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from fib_core.project.tracks import TRACKS
+
+
+@dataclass(frozen=True)
+class TrackScore:
+    """A track's score and how each definition counted.
+
+    ``scores`` holds every definition of the track, None where it had no result.
+    """
+
+    track: str
+    score: float
+    scores: dict[str, float | None]
+    missing: tuple[str, ...]
+    failing: tuple[str, ...]
+
+    @property
+    def complete(self) -> bool:
+        """Every definition present and passing: nothing reduces the mean."""
+        return not self.missing and not self.failing
+
+    def lines(self) -> list[str]:
+        """One line per definition and the track's, for a terminal."""
+        out = []
+        for name, value in self.scores.items():
+            if value is None:
+                out.append(f"  {name:<56} missing (counts 0)")
+            elif name in self.failing:
+                out.append(f"  {name:<56} failing (counts 0)")
+            else:
+                out.append(f"  {name:<56} {value:.3f}x")
+        note = ""
+        if not self.complete:
+            n = len(self.missing) + len(self.failing)
+            note = f"  ({n} of {len(self.scores)} definitions count 0)"
+        out.append(f"track {self.track}: {self.score:.3f}x{note}")
+        return out
+
+
+def track_score(track: str, scores: Mapping[str, float | None]) -> TrackScore:
+    """The score of ``track`` from its definitions' scores (absent or None: missing).
+
+    A definition score is the contest's: mean speedup, 0 when any workload failed.
+
+    >>> track_score("gated_delta_net", {"gdn_decode_qk4_v8_d128_k_last": 3.0,
+    ...                                 "gdn_prefill_qk4_v8_d128_k_last": 1.0}).score
+    2.0
+    >>> track_score("gated_delta_net", {"gdn_decode_qk4_v8_d128_k_last": 3.0,
+    ...                                 "gdn_prefill_qk4_v8_d128_k_last": 0.0}).score
+    1.5
+    """
+    if track not in TRACKS:
+        raise ValueError(f"unknown track {track!r}; tracks: {', '.join(TRACKS)}")
+    definitions = TRACKS[track]
+    stray = [name for name in scores if name not in definitions]
+    if stray:
+        raise ValueError(f"{', '.join(stray)} not in track {track} ({', '.join(definitions)})")
+    full: dict[str, float | None] = {}
+    for name in definitions:
+        value = scores.get(name)
+        if value is not None and (not math.isfinite(value) or value < 0):
+            raise ValueError(f"score of {name}: found {value}, expected a finite number >= 0")
+        full[name] = value
+    missing = tuple(n for n, v in full.items() if v is None)
+    failing = tuple(n for n, v in full.items() if v is not None and v == 0)
+    total = sum(v for v in full.values() if v is not None)
+    return TrackScore(
+        track=track,
+        score=total / len(definitions),
+        scores=full,
+        missing=missing,
+        failing=failing,
+    )

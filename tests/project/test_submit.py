@@ -1,0 +1,234 @@
+"""scripts/submit.py on a real git fork holding both GDN kernels.
+
+The fork is a copy of the kit in a temporary folder, made a track fork with
+``switch_track.py --add`` and committed. Most tests replace the benchmark run by a recorded
+verdict (the run itself is run_local's path, tested there); one slow test runs the real CPU
+smoke check of both kernels through the script.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from fib_core.errors import ConfigError
+from fib_core.project import runflow
+from fib_core.project.config import load_config
+from fib_core.project.submit import CONTEST, Evidence, SubmitOptions, submit
+from fib_core.project.switch import add_definition
+
+DECODE = "gdn_decode_qk4_v8_d128_k_last"
+PREFILL = "gdn_prefill_qk4_v8_d128_k_last"
+KIT = Path(__file__).resolve().parents[2]
+KIT_PARTS = ("fib_core", "scripts", "starters", "solution", "config.toml", ".gitignore")
+
+
+def git(root: Path, *args: str) -> str:
+    out = subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
+    )
+    return out.stdout.strip()
+
+
+@pytest.fixture
+def fork(tmp_path: Path) -> Path:
+    """A committed copy of the kit holding the GDN decode and prefill starters."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    root = tmp_path / "fork"
+    root.mkdir()
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc", "runs")
+    for part in KIT_PARTS:
+        src = KIT / part
+        if src.is_dir():
+            shutil.copytree(src, root / part, ignore=skip)
+        elif src.is_file():
+            shutil.copy2(src, root / part)
+    add_definition(root, PREFILL)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.name", "Test Team")
+    git(root, "config", "user.email", "team@example.com")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "track fork")
+    return root
+
+
+class Recorder:
+    """A stand-in for the benchmark run: records the calls, returns a fixed verdict."""
+
+    def __init__(self, scores: dict[str, float], passed: bool = True) -> None:
+        self.scores = scores
+        self.passed = passed
+        self.calls: list[tuple[str, bool]] = []
+
+    def __call__(self, ws, solution, smoke, console) -> Evidence:
+        self.calls.append((ws.definition.name, smoke))
+        return Evidence(CONTEST, self.passed, self.scores[ws.definition.name], "recorded")
+
+
+def _console() -> tuple[Console, io.StringIO]:
+    out = io.StringIO()
+    return Console(file=out, width=100), out
+
+
+@pytest.fixture
+def on_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runflow, "resolve_device", lambda requested: "cuda")
+
+
+def test_tags_one_commit_per_definition_each_naming_it(fork: Path, on_gpu: None) -> None:
+    head, branch = git(fork, "rev-parse", "HEAD"), git(fork, "branch", "--show-current")
+    run = Recorder({DECODE: 2.0, PREFILL: 1.0})
+    console, out = _console()
+    assert submit(fork / "config.toml", SubmitOptions(), console, evaluate=run) == 0
+    assert sorted(run.calls) == [(DECODE, False), (PREFILL, False)]
+    text = out.getvalue()
+    assert "track gated_delta_net: 1.500x" in text
+    assert f"git push origin submission-{DECODE}-v1 submission-{PREFILL}-v1" in text
+    for definition in (DECODE, PREFILL):
+        tag = f"submission-{definition}-v1"
+        config = tomllib.loads(git(fork, "show", f"{tag}:config.toml"))
+        assert config["solution"]["definition"] == definition
+        assert "track" not in config and config["build"]["language"] == "triton"
+        assert git(fork, "ls-tree", "--name-only", f"{tag}:solution") == "triton"
+        kernel = git(fork, "show", f"{tag}:solution/triton/kernel.py")
+        mine = (fork / "solution" / definition / "triton" / "kernel.py").read_text()
+        assert kernel == mine.rstrip("\n")
+        assert git(fork, "rev-parse", f"{tag}^{{commit}}^") == head  # parent: the checked commit
+    # the user's branch, index and working tree are untouched
+    assert git(fork, "rev-parse", "HEAD") == head
+    assert git(fork, "branch", "--show-current") == branch
+    assert git(fork, "status", "--porcelain") == ""
+    # the next submission gets the next version
+    assert submit(fork / "config.toml", SubmitOptions(), console, evaluate=run) == 0
+    assert git(fork, "tag", "--list", f"submission-{DECODE}-*").split() == [
+        f"submission-{DECODE}-v1",
+        f"submission-{DECODE}-v2",
+    ]
+
+
+def test_dry_run_checks_everything_and_tags_nothing(fork: Path, on_gpu: None) -> None:
+    run = Recorder({DECODE: 2.0, PREFILL: 1.0})
+    console, out = _console()
+    assert submit(fork / "config.toml", SubmitOptions(dry_run=True), console, evaluate=run) == 0
+    assert len(run.calls) == 2
+    assert f"submission-{PREFILL}-v1" in out.getvalue()  # what would be tagged
+    assert git(fork, "tag", "--list") == ""
+
+
+def test_a_failing_definition_tags_nothing(fork: Path, on_gpu: None) -> None:
+    run = Recorder({DECODE: 2.0, PREFILL: 0.0}, passed=False)
+    console, out = _console()
+    assert submit(fork / "config.toml", SubmitOptions(), console, evaluate=run) == 1
+    assert git(fork, "tag", "--list") == ""
+    assert "FAILED" in out.getvalue()
+
+
+def test_one_definition_only(fork: Path, on_gpu: None) -> None:
+    run = Recorder({DECODE: 2.0, PREFILL: 1.0})
+    console, _ = _console()
+    assert submit(fork / "config.toml", SubmitOptions(definition=PREFILL), console, run) == 0
+    assert git(fork, "tag", "--list") == f"submission-{PREFILL}-v1"
+
+
+def test_uncommitted_changes_are_refused(fork: Path, on_gpu: None) -> None:
+    kernel = fork / "solution" / DECODE / "triton" / "kernel.py"
+    kernel.write_text(kernel.read_text() + "\n# tweak\n")
+    with pytest.raises(ConfigError, match="uncommitted changes.*kernel.py"):
+        submit(fork / "config.toml", SubmitOptions(), _console()[0], Recorder({}))
+
+
+def test_without_a_gpu_it_refuses_unless_smoke_is_allowed(fork: Path, monkeypatch) -> None:
+    monkeypatch.setattr(runflow, "resolve_device", lambda requested: "cpu")
+    run = Recorder({DECODE: 0.0, PREFILL: 0.0})
+    console, out = _console()
+    assert submit(fork / "config.toml", SubmitOptions(), console, evaluate=run) == 1
+    assert run.calls == [] and git(fork, "tag", "--list") == ""
+    assert "organizers' settings cannot run" in out.getvalue()
+
+
+def test_audit_errors_stop_before_any_run(fork: Path, on_gpu: None) -> None:
+    kernel = fork / "solution" / PREFILL / "triton" / "kernel.py"
+    kernel.write_text("import flashinfer  # noqa\n" + kernel.read_text())
+    config = fork / "config.toml"
+    config.write_text(config.read_text() + '\n[audit]\nerrors = ["flashinfer-calls"]\n')
+    git(fork, "commit", "-qam", "use flashinfer")
+    run = Recorder({DECODE: 2.0, PREFILL: 1.0})
+    console, out = _console()
+    assert submit(config, SubmitOptions(), console, evaluate=run) == 1
+    assert run.calls == [(DECODE, False)]  # prefill never ran
+    assert "error: kernel.py:1: imports flashinfer" in out.getvalue()
+    assert git(fork, "tag", "--list") == ""
+
+
+def test_single_kernel_fork_tags_head(tmp_path: Path, on_gpu: None) -> None:
+    root = tmp_path / "single"
+    root.mkdir()
+    for part in KIT_PARTS:
+        src = KIT / part
+        if src.is_dir():
+            shutil.copytree(src, root / part, ignore=shutil.ignore_patterns("__pycache__"))
+        elif src.is_file():
+            shutil.copy2(src, root / part)
+    git(root, "init", "-q")
+    git(root, "config", "user.name", "T")
+    git(root, "config", "user.email", "t@example.com")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "single")
+    definition = load_config(root / "config.toml").solution.definition
+    console, out = _console()
+    assert submit(root / "config.toml", SubmitOptions(), console, Recorder({definition: 1.2})) == 0
+    tag = f"submission-{definition}-v1"
+    assert git(root, "rev-parse", f"{tag}^{{commit}}") == git(root, "rev-parse", "HEAD")
+    assert "1 of 2 definitions count 0" in out.getvalue()  # the track's other half is missing
+
+
+def test_flashinfer_bench_accepts_each_tagged_solution(
+    fork: Path, on_gpu: None, tmp_path: Path
+) -> None:
+    theirs = pytest.importorskip("flashinfer_bench.data")
+    assert submit(fork / "config.toml", SubmitOptions(), _console()[0], Recorder(
+        {DECODE: 2.0, PREFILL: 1.0}
+    )) == 0
+    from fib_core.project.pack import pack_solution
+
+    for definition in (DECODE, PREFILL):
+        out = tmp_path / definition
+        out.mkdir()
+        archive = subprocess.run(
+            ["git", "-C", str(fork), "archive", f"submission-{definition}-v1"],
+            capture_output=True,
+            check=True,
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
+        solution = pack_solution(load_config(out / "config.toml"))
+        parsed = theirs.Solution.model_validate_json(json.dumps(solution.to_dict()))
+        assert parsed.definition == definition
+        assert parsed.spec.entry_point == "kernel.py::run"
+        assert {s.path for s in parsed.sources} == {s.path for s in solution.sources}
+
+
+@pytest.mark.slow
+def test_real_cpu_smoke_of_the_track_then_tags(fork: Path) -> None:
+    """The script end to end: both kernels' CPU smoke checks (minutes on a small machine)."""
+    out = subprocess.run(
+        [sys.executable, "scripts/submit.py", "--allow-smoke"],
+        cwd=fork,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(fork), "HOME": str(fork)},
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "CPU smoke" in out.stdout and "no track score" in out.stdout
+    for definition in (DECODE, PREFILL):
+        message = git(fork, "tag", "-l", "--format=%(contents)", f"submission-{definition}-v1")
+        assert "CPU smoke check only" in message
