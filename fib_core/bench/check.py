@@ -11,7 +11,8 @@ Tolerance precedence, lowest to highest: kit defaults -> op_type defaults -> the
 ``"tolerance"`` object (kept in ``Definition.extra``) -> explicit config/CLI values.
 
 Definitions whose outputs are not comparable index by index (e.g. a top-k index list with ties)
-register a checker with :func:`register_checker`; it runs after the shape and dtype checks.
+have a ``checker.py`` in their definition folder (or register one with :func:`register_checker`);
+it runs after the shape and dtype checks.
 """
 
 from __future__ import annotations
@@ -144,14 +145,26 @@ def register_checker(name: str) -> Callable[[CheckerFn], CheckerFn]:
 
 
 def checker_for(definition: Definition) -> tuple[str, CheckerFn | None]:
-    """(checker name, function) for a definition; ("elementwise", None) for the default rule."""
-    import fib_core.bench.checkers  # noqa: F401  (registers the built-in checkers)
+    """(checker name, function) for a definition; ("elementwise", None) for the default rule.
+
+    Looked up in order: a kind the definition declares (registered here, or listed in a
+    definition folder's ``checker.py`` ``KINDS``), a checker registered under its name, its
+    definition folder's ``checker.py``."""
+    from fib_core.dataset import registry
 
     kind = definition.extra.get("checker")
-    if isinstance(kind, str) and kind in _CHECKERS:
-        return kind, _CHECKERS[kind]
+    if isinstance(kind, str):
+        if kind in _CHECKERS:
+            return kind, _CHECKERS[kind]
+        for entry in registry.entries():
+            module = entry.module("checker")
+            if module is not None and kind in getattr(module, "KINDS", ()):
+                return kind, entry.checker
     if definition.name in _CHECKERS:
         return definition.name, _CHECKERS[definition.name]
+    entry = registry.get(definition.name)
+    if entry is not None and entry.checker is not None:
+        return definition.name, entry.checker
     return "elementwise", None
 
 

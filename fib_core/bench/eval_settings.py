@@ -1,6 +1,7 @@
 """Per-definition evaluation settings: how the organizers grade it, and how a local run differs.
 
-One TOML file per definition under ``fib_core/dataset/eval_settings/<definition>.toml``:
+One TOML file per definition, ``eval.toml`` in its definition folder (see
+:mod:`fib_core.dataset.registry`):
 
 - ``[contest]``: the organizers' flags for that definition (warmup, iterations, trials,
   timeout, isolation, timing method, tolerances). ``run_local.py --contest`` runs exactly these.
@@ -31,8 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from fib_core.errors import ConfigError
-
-SETTINGS_DIR = Path(__file__).resolve().parents[1] / "dataset" / "eval_settings"
 
 # config.toml / settings-file key -> BenchmarkConfig field, with the accepted types.
 KEY_TO_FIELD: dict[str, str] = {
@@ -122,8 +121,15 @@ def engine_fields(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def eval_settings(definition_name: str, folder: Path | None = None) -> EvalSettings:
-    """The settings of ``definition_name`` (its file in ``folder``, default the kit's own)."""
-    return _load(definition_name, str(folder or SETTINGS_DIR))
+    """The settings of ``definition_name``: ``<folder>/<definition_name>.toml`` when ``folder``
+    is given, else the ``eval.toml`` of its definition folder."""
+    if folder is not None:
+        return _load(definition_name, str(Path(folder) / f"{definition_name}.toml"))
+    from fib_core.dataset import registry
+
+    entry = registry.get(definition_name)
+    path = entry.settings_path if entry is not None else None
+    return _load(definition_name, str(path) if path is not None else "")
 
 
 def contest_tolerance(definition_name: str) -> dict[str, float]:
@@ -133,9 +139,9 @@ def contest_tolerance(definition_name: str) -> dict[str, float]:
 
 
 @lru_cache(maxsize=64)
-def _load(definition_name: str, folder: str) -> EvalSettings:
-    path = Path(folder) / f"{definition_name}.toml"
-    if not path.is_file():
+def _load(definition_name: str, file: str) -> EvalSettings:
+    path = Path(file)
+    if not file or not path.is_file():
         return EvalSettings(definition_name, dict(ORGANIZER_DEFAULTS), dict(LOCAL_DEFAULTS))
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))

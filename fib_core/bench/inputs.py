@@ -56,13 +56,19 @@ def register_input_generator(definition_name: str) -> Callable[[GeneratorFn], Ge
 
 
 def input_generator_for(definition_name: str) -> GeneratorFn | None:
-    """The structured generator registered for a definition, if any."""
-    return _GENERATORS.get(definition_name)
+    """The structured generator of a definition: one registered here, else its definition
+    folder's ``generator.py`` (see :mod:`fib_core.dataset.registry`), else None."""
+    if definition_name in _GENERATORS:
+        return _GENERATORS[definition_name]
+    from fib_core.dataset import registry
+
+    entry = registry.get(definition_name)
+    return entry.generator if entry is not None else None
 
 
 def generator_fingerprint(definition_name: str) -> str:
     """A short hash of the generator's source: cached references depend on what it produces."""
-    fn = _GENERATORS.get(definition_name)
+    fn = input_generator_for(definition_name)
     if fn is None:
         return "none"
     import inspect
@@ -263,7 +269,7 @@ def _structured_inputs(
     device: str,
     shapes: dict[str, tuple[int, ...] | None],
 ) -> dict[str, Any]:
-    fn = _GENERATORS.get(definition.name)
+    fn = input_generator_for(definition.name)
     if fn is None:
         return {}
     produced = fn(definition, all_axes(definition, workload), gen, device)

@@ -130,12 +130,14 @@ def register_fast_reference(definition_name: str) -> Callable[[Callable], Callab
 
 
 def fast_reference_for(definition_name: str) -> Callable[..., Any] | None:
-    """The fast reference registered for a definition (the kit's own are imported here)."""
-    try:
-        import fib_core.dataset.fast_references  # noqa: F401 - registers once, on import
-    except ImportError:
-        pass
-    return _FAST.get(definition_name)
+    """The fast reference registered for a definition, else its definition folder's
+    ``fast_reference.py`` (see :mod:`fib_core.dataset.registry`), else None."""
+    if definition_name in _FAST:
+        return _FAST[definition_name]
+    from fib_core.dataset import registry
+
+    entry = registry.get(definition_name)
+    return entry.fast_reference if entry is not None else None
 
 
 def reference_key(

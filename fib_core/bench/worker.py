@@ -39,16 +39,8 @@ def resolve_device(requested: str) -> str:
 
 
 def _register_plugins(modules: tuple[str, ...], seen: set[str]) -> None:
-    """Import the dataset's generators and any user modules named in the config (once each)."""
-    if "fib_core.dataset.generators" not in seen:
-        seen.add("fib_core.dataset.generators")
-        try:
-            gens = importlib.import_module("fib_core.dataset.generators")
-            register = getattr(gens, "register_all", None)
-            if callable(register):
-                register()
-        except ImportError:
-            pass
+    """Import the user modules named in the config (once each); definitions' own generators,
+    checkers and fast references come from the definition registry when first needed."""
     for name in modules:
         if name not in seen:
             seen.add(name)

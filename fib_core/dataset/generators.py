@@ -7,10 +7,10 @@ bytes decode to NaN), GDN keys of unit length and gates in the model's range (ra
 the delta rule diverge). The functions here build those inputs from a seeded
 ``torch.Generator``; they are used three ways:
 
-* the embedded dataset's blob writer calls them to write small safetensors blobs (indices,
-  tables, lengths, routing logits);
-* the benchmark engine calls the per-definition functions in :data:`GENERATORS` (registered by
-  :func:`register_all`) for inputs that a workload marks ``random``;
+* each definition folder's ``workloads.py`` calls them to write small safetensors blobs
+  (indices, tables, lengths, routing logits);
+* each definition folder's ``generator.py`` calls them for inputs a workload marks ``random``
+  (the engine finds those through :mod:`fib_core.dataset.registry`);
 * tests call them directly.
 
 Everything is drawn on the generator's device and then moved to ``device``; large tensors are
@@ -262,23 +262,14 @@ def moe_routing(
     return logits.to(device), bias.to(device)
 
 
-# --- per-definition generators for the benchmark engine -------------------------------------
+# --- shared by the GDN definitions' generators ---------------------------------------------
 
 
-def _dsa_attention(definition: Any, axes: dict[str, int], gen: torch.Generator, device: Any):
-    return {"sparse_indices": dsa_sparse_indices(axes["num_tokens"], axes["num_pages"], gen, device)}
+def gdn_common_inputs(rows: int, gen: torch.Generator, device: Any, lead: tuple[int, ...]):
+    """q, k (unit rows), state and gate parameters shared by GDN decode and prefill.
 
-
-def _dsa_indexer(definition: Any, axes: dict[str, int], gen: torch.Generator, device: Any):
-    seq_lens, table = indexer_seq_lens_block_table(
-        axes["batch_size"], axes["max_num_pages"], axes["num_pages"], gen, device
-    )
-    cache = indexer_packed_key_cache(axes["num_pages"], gen, device)
-    return {"k_index_cache_fp8": cache, "seq_lens": seq_lens, "block_table": table}
-
-
-def _gdn_common(rows: int, gen: torch.Generator, device: Any, lead: tuple[int, ...]):
-    """q, k (unit rows), state and gate parameters shared by decode and prefill."""
+    ``rows`` is the number of states (batch or sequences), ``lead`` the leading axes of q and k.
+    """
     a_log, dt_bias = gdn_gate_params(8, gen, device)
     return {
         "q": gdn_unit_rows((*lead, 4, KEY_DIM), gen, device),
@@ -289,42 +280,13 @@ def _gdn_common(rows: int, gen: torch.Generator, device: Any, lead: tuple[int, .
     }
 
 
-def _gdn_decode(definition: Any, axes: dict[str, int], gen: torch.Generator, device: Any):
-    batch = axes["batch_size"]
-    return _gdn_common(batch, gen, device, (batch, 1))
+def __getattr__(name: str) -> Any:
+    """``GENERATORS``: {definition: generate} of every registered definition that has one.
 
+    The per-definition generators live in their definition folders (``generator.py``); this
+    view keeps the old name working."""
+    if name == "GENERATORS":
+        from fib_core.dataset import registry
 
-def _gdn_prefill(definition: Any, axes: dict[str, int], gen: torch.Generator, device: Any):
-    total, seqs = axes["total_seq_len"], axes["num_seqs"]
-    out = _gdn_common(seqs, gen, device, (total,))
-    out["cu_seqlens"] = gdn_cu_seqlens(total, seqs, gen, device)
-    return out
-
-
-def _moe(definition: Any, axes: dict[str, int], gen: torch.Generator, device: Any):
-    logits, bias = moe_routing(axes["seq_len"], 256, gen, device)
-    return {"routing_logits": logits, "routing_bias": bias}
-
-
-GENERATORS: dict[str, GeneratorFn] = {
-    "dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64": _dsa_attention,
-    "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64": _dsa_indexer,
-    "gdn_decode_qk4_v8_d128_k_last": _gdn_decode,
-    "gdn_prefill_qk4_v8_d128_k_last": _gdn_prefill,
-    "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048": _moe,
-}
-
-_registered = False
-
-
-def register_all() -> None:
-    """Register every generator with the benchmark engine (idempotent; imports it lazily so
-    the dataset package does not depend on the engine)."""
-    global _registered
-    if _registered:
-        return
-    from fib_core.bench.inputs import register_input_generator
-
-    for name, fn in GENERATORS.items():
-        register_input_generator(name)(fn)
-    _registered = True
+        return {e.name: e.generator for e in registry.entries() if e.generator is not None}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,7 +1,7 @@
 """Roofline floors: the least time a workload can take on a GPU, from bytes moved and FLOPs done.
 
 A speedup over the reference says little about how good a kernel is; "78% of what the GPU
-allows" does. For each contest definition :func:`workload_cost` counts the *minimum* traffic
+allows" does. Each definition folder's ``cost.py`` counts the *minimum* traffic
 (each input read once, each output written once, and only the parts the math needs: the
 selected cache rows, the pages a request uses, the weights of experts some token chose) and the
 FLOPs of the math itself. :func:`roofline_floor_ms` divides by the GPU's datasheet peaks.
@@ -12,7 +12,6 @@ are chosen), or exactly when the workload's input tensors are passed as ``inputs
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -128,143 +127,43 @@ def roofline_fraction(cost: Cost, peak: GpuPeak, latency_ms: float) -> float:
     return roofline_floor_ms(cost, peak).ms / latency_ms
 
 
-# Byte sizes of the dtypes used below.
-_BF16, _F32, _I32, _I64, _FP8 = 2, 4, 4, 8, 1
-
-PAGE = 64
-TOPK = 2048
-
-
-def _dsa_attention(axes: Mapping[str, int], inputs: Mapping[str, Any] | None) -> Cost:
-    n = axes["num_tokens"]
-    heads, d_ckv, d_kpe = 16, 512, 64
-    if inputs is not None and inputs.get("sparse_indices") is not None:
-        idx = inputs["sparse_indices"]
-        valid = idx[idx != -1]
-        pairs = int(valid.numel())  # (token, row) pairs: attention work
-        rows = int(valid.unique().numel())  # distinct cache rows: traffic
-    else:
-        pairs = rows = n * TOPK  # every row valid, no two tokens sharing one
-    read = n * heads * (d_ckv + d_kpe) * _BF16 + n * TOPK * _I32 + rows * (d_ckv + d_kpe) * _BF16
-    written = n * heads * d_ckv * _BF16 + n * heads * _F32
-    # per (token, head, row): q.k over 576 values, then p * v over 512 values
-    flops = pairs * heads * 2 * ((d_ckv + d_kpe) + d_ckv)
-    return Cost(read + written, flops, "bfloat16")
-
-
-def _dsa_indexer(axes: Mapping[str, int], inputs: Mapping[str, Any] | None) -> Cost:
-    batch, max_pages = axes["batch_size"], axes["max_num_pages"]
-    heads, dim = 64, 128
-    if inputs is not None and inputs.get("seq_lens") is not None:
-        lens = [int(v) for v in inputs["seq_lens"].tolist()]
-        pages = sum(-(-length // PAGE) for length in lens)
-        tokens = sum(lens)
-    else:  # lengths unknown: tables half full on average
-        pages = batch * (max_pages + 1) / 2
-        tokens = pages * PAGE
-    read = (
-        batch * heads * dim * _FP8
-        + batch * heads * _F32
-        + batch * _I32
-        + batch * max_pages * _I32
-        + pages * PAGE * (dim + 4)
-    )
-    written = batch * TOPK * _I32
-    flops = tokens * heads * 2 * dim  # the relu/weight/sum epilogue is noise next to this
-    return Cost(int(read + written), int(flops), "float8_e4m3fn")
-
-
-_GDN_HEAD_FLOPS = 7 * 128 * 128  # decay S, k@S, two rank-1 updates, q@S: ~7 K*V per head-token
-
-
-def _gdn_decode(axes: Mapping[str, int], inputs: Mapping[str, Any] | None) -> Cost:
-    b = axes["batch_size"]
-    qk, hv, d = 4, 8, 128
-    state = b * hv * d * d * _F32
-    read = b * (2 * qk * d + hv * d) * _BF16 + state + 2 * hv * _F32 + 2 * b * hv * _BF16
-    written = b * hv * d * _BF16 + state
-    return Cost(read + written, b * hv * _GDN_HEAD_FLOPS, "bfloat16")
-
-
-def _gdn_prefill(axes: Mapping[str, int], inputs: Mapping[str, Any] | None) -> Cost:
-    t, n = axes["total_seq_len"], axes["num_seqs"]
-    qk, hv, d = 4, 8, 128
-    state = n * hv * d * d * _F32
-    read = (
-        t * (2 * qk * d + hv * d) * _BF16
-        + state
-        + 2 * hv * _F32
-        + 2 * t * hv * _BF16
-        + (n + 1) * _I64
-    )
-    written = t * hv * d * _BF16 + state
-    return Cost(read + written, t * hv * _GDN_HEAD_FLOPS, "bfloat16")
-
-
-_MOE_E, _MOE_LOCAL, _MOE_H, _MOE_I, _MOE_TOPK = 256, 32, 7168, 2048, 8
-
-
-def _moe_routing_counts(inputs: Mapping[str, Any]) -> tuple[int, int] | None:
-    """(local experts chosen by >= 1 token, local (token, expert) pairs) from the real routing."""
-    needed = ("routing_logits", "routing_bias", "local_expert_offset")
-    if any(inputs.get(k) is None for k in needed):
-        return None
-    from fib_core.dataset.references import load_reference
-
-    route = load_reference("moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048")["_route"]
-    chosen, _ = route(inputs["routing_logits"], inputs["routing_bias"], 1.0)
-    first = int(inputs["local_expert_offset"])
-    local = chosen[(chosen >= first) & (chosen < first + _MOE_LOCAL)]
-    return int(local.unique().numel()), int(local.numel())
-
-
-def _moe(axes: Mapping[str, int], inputs: Mapping[str, Any] | None) -> Cost:
-    t = axes["seq_len"]
-    h, inter = _MOE_H, _MOE_I
-    counts = _moe_routing_counts(inputs) if inputs is not None else None
-    if counts is not None:
-        active, pairs = counts
-    else:  # uniform routing: each token picks 8 of 256, so 1/32 chance per local expert
-        miss = 1.0 - _MOE_TOPK / _MOE_E
-        active = _MOE_LOCAL * (1.0 - miss**t)
-        pairs = t * _MOE_TOPK * _MOE_LOCAL / _MOE_E
-    expert_bytes = (2 * inter * h + h * inter) * _FP8 + (
-        (2 * inter // 128) * (h // 128) + (h // 128) * (inter // 128)
-    ) * _F32
-    read = (
-        t * _MOE_E * _F32
-        + _MOE_E * _BF16
-        + t * h * _FP8
-        + (h // 128) * t * _F32
-        + active * expert_bytes
-    )
-    written = t * h * _BF16
-    flops = pairs * 2 * (h * 2 * inter + inter * h)
-    return Cost(int(math.ceil(read + written)), int(flops), "float8_e4m3fn")
-
-
-_COSTS = {
-    "dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64": _dsa_attention,
-    "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64": _dsa_indexer,
-    "gdn_decode_qk4_v8_d128_k_last": _gdn_decode,
-    "gdn_prefill_qk4_v8_d128_k_last": _gdn_prefill,
-    "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048": _moe,
+# Byte sizes of the dtypes the definitions' cost models count in.
+BYTES: dict[str, int] = {
+    "float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1,
+    "int64": 8, "int32": 4, "int16": 2, "int8": 1, "bool": 1,
 }
 
-KNOWN_DEFINITIONS = tuple(_COSTS)
+# GDN: decay S, k@S, two rank-1 updates, q@S: ~7 K*V flops per head and token (K = V = 128).
+GDN_HEAD_FLOPS = 7 * 128 * 128
 
 
 def workload_cost(
     definition_name: str, axes: Mapping[str, int], inputs: Mapping[str, Any] | None = None
 ) -> Cost:
-    """Minimum bytes and FLOPs of one workload of a contest definition.
+    """Minimum bytes and FLOPs of one workload, from the definition folder's ``cost.py``.
 
-    ``axes`` needs the definition's var axes (const axes are known here). ``inputs`` (name ->
-    tensor or scalar, optional) makes the data-dependent parts exact: the valid sparse indices,
-    the sequence lengths, the MoE routing. Raises KeyError for a definition it has no model of.
+    ``axes`` needs the definition's var axes (const axes are known to the model). ``inputs``
+    (name -> tensor or scalar, optional) makes the data-dependent parts exact: the valid sparse
+    indices, the sequence lengths, the MoE routing. Raises KeyError for a definition without a
+    cost model (no roofline column for it).
+
+    Example::
+
+        workload_cost("gdn_decode_qk4_v8_d128_k_last", {"batch_size": 1}).bytes  # 559_136
     """
-    try:
-        model = _COSTS[definition_name]
-    except KeyError:
-        raise KeyError(f"no cost model for definition {definition_name!r}") from None
+    from fib_core.dataset import registry
+
+    entry = registry.get(definition_name)
+    model = entry.cost if entry is not None else None
+    if model is None:
+        raise KeyError(f"no cost model for definition {definition_name!r}")
     return model(axes, inputs)
+
+
+def __getattr__(name: str) -> Any:
+    """``KNOWN_DEFINITIONS``: the registered definitions that have a cost model."""
+    if name == "KNOWN_DEFINITIONS":
+        from fib_core.dataset import registry
+
+        return tuple(e.name for e in registry.entries() if e.cost is not None)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import os
 import signal
 import sys
@@ -38,18 +37,12 @@ DATASET_ENV = "FIB_DATASET_PATH"
 
 
 def kit_definitions() -> dict[str, Any]:
-    """The kit's five contest definitions (read from the package, references attached)."""
+    """Every registered definition (the kit's folders and ``$FIB_DEFINITIONS_PATH``'s),
+    references attached."""
     from fib_core.data import Definition
-    from fib_core.dataset.embedded import DEFINITIONS_DIR
-    from fib_core.dataset.references import reference_source
+    from fib_core.dataset import registry
 
-    out = {}
-    for file in sorted(DEFINITIONS_DIR.glob("*/*.json")):
-        data = json.loads(file.read_text(encoding="utf-8"))
-        data.setdefault("reference", reference_source(data["name"]))
-        definition = Definition.from_dict(data)
-        out[definition.name] = definition
-    return out
+    return {e.name: Definition.from_dict(e.definition_dict()) for e in registry.entries()}
 
 
 def _dataset_definitions(root: Path) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from fib_core.bench.config import BenchmarkConfig
-from fib_core.bench.eval_settings import SETTINGS_DIR, eval_settings
+from fib_core.bench.eval_settings import eval_settings
 from fib_core.errors import ConfigError
 from fib_core.project.config import config_from_dict
 from fib_core.project.runflow import RunOptions, engine_for, make_request
@@ -32,11 +32,12 @@ class _Solution:
 
 
 def test_every_embedded_definition_has_a_valid_file() -> None:
-    from fib_core.dataset.embedded import DEFINITIONS_DIR
+    from fib_core.dataset import registry
 
-    names = {p.stem for p in SETTINGS_DIR.glob("*.toml")}
-    assert names == {p.stem for p in DEFINITIONS_DIR.glob("*/*.json")}
+    names = registry.definitions()
+    assert len(names) >= 5
     for name in names:
+        assert registry.get(name).settings_path is not None, name
         s = eval_settings(name)
         assert s.source is not None
         BenchmarkConfig(**s.contest_fields())  # every value passes the engine's validation

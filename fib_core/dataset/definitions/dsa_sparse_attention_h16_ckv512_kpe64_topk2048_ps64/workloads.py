@@ -1,0 +1,34 @@
+"""Workloads of this definition: the var-axis values of the contest's real ones, in order.
+
+These numbers are facts about the public contest dataset. Duplicates are real (several
+workloads of one shape with different data).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+COLUMNS = ("num_tokens", "num_pages")
+# fmt: off
+ROWS = [
+        (1,8462), (2,8462), (2,8462), (2,8462), (2,8462), (2,8462), (2,8462), (2,8462),
+        (2,8462), (8,8462), (8,8462), (7,8462), (8,8462), (6,8462), (8,8462), (6,8462),
+        (8,8462), (7,8462), (8,8462), (8,8462), (8,8462), (6,8462), (7,8462)
+]
+# fmt: on
+
+BLOB_INPUTS = ("sparse_indices",)
+
+
+def scalars(row: dict[str, int]) -> dict[str, float]:
+    """sm_scale = 1/sqrt(192), the real workloads' value."""
+    from fib_core.dataset.generators import DSA_SM_SCALE
+
+    return {"sm_scale": DSA_SM_SCALE}
+
+
+def blobs(axes: dict[str, int], gen: Any) -> dict[str, Any]:
+    """The selected cache rows of each token, stored as a blob like the real dataset's."""
+    from fib_core.dataset.generators import dsa_sparse_indices
+
+    return {"sparse_indices": dsa_sparse_indices(axes["num_tokens"], axes["num_pages"], gen)}

@@ -1,0 +1,25 @@
+"""Workloads of this definition: the var-axis values of the contest's real ones, in order.
+
+These numbers are facts about the public contest dataset. Duplicates are real (several
+workloads of one shape with different data).
+"""
+
+from __future__ import annotations
+
+COLUMNS = ("batch_size",)
+# fmt: off
+ROWS = [
+        (1,), (1,), (1,), (1,), (1,), (1,), (1,), (1,), (1,), (1,), (4,), (4,), (4,), (4,),
+        (4,), (4,), (4,), (4,), (8,), (8,), (8,), (8,), (8,), (8,), (8,), (16,), (16,),
+        (16,), (16,), (16,), (16,), (16,), (32,), (32,), (32,), (32,), (32,), (32,), (32,),
+        (48,), (48,), (48,), (48,), (48,), (48,), (48,), (64,), (64,), (64,), (64,), (64,),
+        (64,), (64,), (64,)
+]
+# fmt: on
+
+
+def scalars(row: dict[str, int]) -> dict[str, float]:
+    """scale = 1/sqrt(128) (assumed: the real workloads' scale is not public)."""
+    from fib_core.dataset.generators import GDN_SCALE
+
+    return {"scale": GDN_SCALE}

@@ -1,0 +1,39 @@
+"""Workloads of this definition: the var-axis values of the contest's real ones, in order.
+
+These numbers are facts about the public contest dataset. Duplicates are real (several
+workloads of one shape with different data). ``local_expert_offset`` is the real value of
+each workload, an extra column that becomes a scalar input.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+COLUMNS = ("seq_len", "local_expert_offset")
+# fmt: off
+ROWS = [
+        (7,192), (1,32), (32,32), (80,96), (901,96), (16,224), (15,32), (14,0), (14107,32),
+        (11948,128), (62,96), (59,160), (58,64), (57,96), (56,64), (55,128), (54,128),
+        (53,32), (52,160)
+]
+# fmt: on
+
+BLOB_INPUTS = ("routing_logits", "routing_bias")
+
+
+def scalars(row: dict[str, int]) -> dict[str, float | int]:
+    """The workload's real local_expert_offset (an extra column) and the scaling factor."""
+    from fib_core.dataset.generators import ROUTED_SCALING_FACTOR
+
+    return {
+        "local_expert_offset": row["local_expert_offset"],
+        "routed_scaling_factor": ROUTED_SCALING_FACTOR,
+    }
+
+
+def blobs(axes: dict[str, int], gen: Any) -> dict[str, Any]:
+    """Unbalanced routing logits and a small balancing bias."""
+    from fib_core.dataset.generators import moe_routing
+
+    logits, bias = moe_routing(axes["seq_len"], 256, gen)
+    return {"routing_logits": logits, "routing_bias": bias}
