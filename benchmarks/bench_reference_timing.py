@@ -29,7 +29,6 @@ from fib_core.bench.reference import load_reference
 from fib_core.bench.timing import available_methods, measure
 from fib_core.data.traceset import TraceSet
 from fib_core.dataset import embedded_dataset_path
-from fib_core.dataset.generators import register_all
 
 QUICK_DEFINITION = "gdn_decode_qk4_v8_d128_k_last"
 
@@ -60,7 +59,6 @@ def main(argv: list[str] | None = None) -> int:
 
     gpu = torch.cuda.is_available()
     device = "cuda" if gpu else "cpu"
-    register_all()
     root = embedded_dataset_path()
     ts = TraceSet.from_path(root)
     names = args.definitions or sorted(ts.definitions)

@@ -34,7 +34,6 @@ import torch
 from fib_core.bench.inputs import generate_inputs
 from fib_core.data.traceset import TraceSet
 from fib_core.dataset import embedded_dataset_path
-from fib_core.dataset.generators import register_all
 from fib_core.dataset.references import load_reference
 from fib_core.dataset.roofline import GPU_PEAKS, detect_gpu_peak, roofline_floor_ms, workload_cost
 
@@ -126,7 +125,6 @@ def main(argv: list[str] | None = None) -> int:
           f"{peak.bf16_tflops:.0f} bf16 / {peak.fp8_tflops:.0f} fp8 TFLOP/s dense)")
     print(f"torch {torch.__version__}; official references: {'yes' if official_root else 'no'}")
 
-    register_all()
     root = embedded_dataset_path()
     ts = TraceSet.from_path(root)
     names = args.definitions or sorted(ts.definitions)

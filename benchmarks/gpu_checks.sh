@@ -81,8 +81,12 @@ for s in $steps; do
         fork=$(mktemp -d)/fork
         cp -r . "$fork"
         pushd "$fork" > /dev/null || exit 1
-        defs=${STARTER_DEFS:-gdn_prefill_qk4_v8_d128_k_last dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64 \
-dsa_topk_indexer_fp8_h64_d128_topk2048_ps64 moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048}
+        # Default: every registered definition with a starter, but the one config.toml holds
+        # (the run_local step runs that one); STARTER_DEFS="$(python3 -m fib_core.dataset list)"
+        # runs all of them.
+        current=$(sed -n 's/^definition = "\(.*\)"/\1/p' config.toml | head -1)
+        defs=${STARTER_DEFS:-$(python3 -m fib_core.dataset list | while read -r d; do
+            [ -d "starters/$d" ] && [ "$d" != "$current" ] && echo "$d"; done)}
         for def in $defs; do
             python3 scripts/switch_track.py "$def" --force > /dev/null
             # shellcheck disable=SC2086
@@ -116,10 +120,8 @@ dsa_topk_indexer_fp8_h64_d128_topk2048_ps64 moe_fp8_block_scale_ds_routing_topk8
         fork=$(mktemp -d)/fork
         cp -r . "$fork"
         pushd "$fork" > /dev/null || exit 1
-        for def in gdn_decode_qk4_v8_d128_k_last gdn_prefill_qk4_v8_d128_k_last \
-            dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64 \
-            dsa_topk_indexer_fp8_h64_d128_topk2048_ps64 \
-            moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048; do
+        for def in $(python3 -m fib_core.dataset list); do
+            [ -d "starters/$def" ] || continue
             python3 scripts/switch_track.py "$def" --force > /dev/null
             step "xcheck-${def:0:12}" 200 python3 scripts/run_local.py --quick --cross-check --no-ledger
         done

@@ -91,7 +91,7 @@ class DefinitionEntry:
         text = self.definition_json().get("reference")
         if not isinstance(text, str):
             raise DefinitionFolderError(
-                f"{self.folder}: no reference.py and no \"reference\" in {DEFINITION_FILE}; "
+                f'{self.folder}: no reference.py and no "reference" in {DEFINITION_FILE}; '
                 "add a reference.py with a global run(...)"
             )
         return text
@@ -189,8 +189,12 @@ def entries() -> list[DefinitionEntry]:
 def plugin_kinds(entry: DefinitionEntry) -> list[str]:
     """Which optional plugins a folder has (for ``python -m fib_core.dataset list --plugins``)."""
     files = {
-        "workloads": "workloads.py", "generator": "generator.py", "cost": "cost.py",
-        "checker": "checker.py", "fast_reference": "fast_reference.py", "settings": SETTINGS_FILE,
+        "workloads": "workloads.py",
+        "generator": "generator.py",
+        "cost": "cost.py",
+        "checker": "checker.py",
+        "fast_reference": "fast_reference.py",
+        "settings": SETTINGS_FILE,
     }
     return [kind for kind, file in files.items() if (entry.folder / file).is_file()]
 
@@ -233,8 +237,17 @@ def _entries(extra: str) -> dict[str, DefinitionEntry]:
     return table
 
 
-@lru_cache(maxsize=64)
 def _read_json(path: str, name: str) -> dict[str, Any]:
+    """The folder's definition JSON, re-read only when the file changed."""
+    try:
+        stat = Path(path).stat()
+    except OSError as err:
+        raise DefinitionFolderError(f"{path}: cannot be read ({err.strerror}); fix it") from None
+    return _read_json_cached(path, name, stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=64)
+def _read_json_cached(path: str, name: str, _mtime: int, _size: int) -> dict[str, Any]:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
@@ -259,5 +272,7 @@ def _load_module(path: str, name: str, stem: str) -> ModuleType:
         raise
     except (SyntaxError, ImportError) as err:
         sys.modules.pop(module_name, None)
-        raise DefinitionFolderError(f"{path}: cannot be loaded ({type(err).__name__}: {err})") from None
+        raise DefinitionFolderError(
+            f"{path}: cannot be loaded ({type(err).__name__}: {err})"
+        ) from None
     return module

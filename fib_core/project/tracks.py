@@ -2,22 +2,24 @@
 
 A track is what a contestant signs up for; a definition is what the kit benchmarks. People
 often type the former where the latter belongs, so config validation uses this table to say
-which definition names they meant.
+which definition names they meant. The table is read from the definition registry: a
+definition belongs to the track its ``op_type`` names (through :data:`TRACK_ALIASES`), or to a
+track named after its ``op_type`` when that names none.
 """
 
 from __future__ import annotations
 
-TRACKS: dict[str, tuple[str, ...]] = {
-    "fused_moe": ("moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048",),
-    "sparse_attention": (
-        "dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64",
-        "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64",
-    ),
-    "gated_delta_net": (
-        "gdn_decode_qk4_v8_d128_k_last",
-        "gdn_prefill_qk4_v8_d128_k_last",
-    ),
-}
+
+def tracks() -> dict[str, tuple[str, ...]]:
+    """{track: its definitions} over every registered definition."""
+    from fib_core.dataset import registry
+
+    table: dict[str, list[str]] = {}
+    for entry in registry.entries():
+        op_type = str(entry.definition_json().get("op_type", entry.name))
+        table.setdefault(track_of(op_type) or op_type, []).append(entry.name)
+    return {track: tuple(names) for track, names in table.items()}
+
 
 # Spellings people use for the same track (the contest site, op_type names, shorthand).
 TRACK_ALIASES: dict[str, str] = {
@@ -42,6 +44,10 @@ def track_of(name: str) -> str | None:
     True
     """
     key = name.strip().lower()
-    if key in TRACKS:
+    if key in CANONICAL_TRACKS:
         return key
     return TRACK_ALIASES.get(key)
+
+
+CANONICAL_TRACKS = frozenset(TRACK_ALIASES.values())
+TRACKS: dict[str, tuple[str, ...]] = tracks()

@@ -45,7 +45,7 @@ def dataset_root() -> Path:
 
 
 def official_definition(shared_dir: Path, name: str) -> dict[str, Any]:
-    op_type = definition_files()[name].parent.name
+    op_type = json.loads(definition_files()[name].read_text())["op_type"]
     path = shared_dir / "mlsys26" / "definitions" / op_type / f"{name}.json"
     return json.loads(path.read_text())
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fib_core.dataset import embedded
+from fib_core.dataset import embedded, registry
 from fib_core.dataset.embedded import (
     DATA_VERSION,
     default_dataset_path,
@@ -21,7 +21,7 @@ from fib_core.dataset.embedded import (
 from fib_core.dataset.references import reference_source
 from fib_core.dataset.workload_table import REAL_WORKLOADS, workload_rows
 
-NAMES = sorted(REAL_WORKLOADS)
+NAMES = registry.definitions()
 
 
 def _tree_digest(root: Path) -> dict[str, str]:
@@ -35,7 +35,7 @@ def _tree_digest(root: Path) -> dict[str, str]:
 def test_layout_and_definitions_carry_our_reference(dataset_root):
     assert dataset_root.name.startswith(f"embedded-dataset-v{DATA_VERSION}-")
     for name, committed in definition_files().items():
-        op_type = committed.parent.name
+        op_type = json.loads(committed.read_text())["op_type"]
         written = json.loads((dataset_root / "definitions" / op_type / f"{name}.json").read_text())
         assert written["reference"] == reference_source(name)
         assert "reference" not in json.loads(committed.read_text())
@@ -147,7 +147,8 @@ def test_committed_definitions_match_the_real_ones(shared_dir):
     """Same names, op types, axes, dtypes, shapes, optional flags, tags and constraints."""
     for name, committed in definition_files().items():
         ours = json.loads(committed.read_text())
-        real = json.loads((shared_dir / "mlsys26" / "definitions" / committed.parent.name / committed.name).read_text())
+        real_path = shared_dir / "mlsys26" / "definitions" / ours["op_type"] / f"{name}.json"
+        real = json.loads(real_path.read_text())
         for key in ("name", "op_type", "tags", "constraints"):
             assert ours.get(key) == real.get(key), (name, key)
         assert {a: (s["type"], s.get("value")) for a, s in ours["axes"].items()} == {

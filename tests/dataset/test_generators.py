@@ -125,8 +125,11 @@ def test_generators_are_seeded_and_return_definition_shapes():
     assert not torch.equal(one["k_index_cache_fp8"], other["k_index_cache_fp8"])
 
 
-def test_register_all_registers_every_definition():
+def test_the_engine_finds_every_definition_folder_generator():
     inputs_mod = pytest.importorskip("fib_core.bench.inputs")
-    G.register_all()
+    from fib_core.dataset import registry
+
+    assert len(G.GENERATORS) == 5
     for name, fn in G.GENERATORS.items():
         assert inputs_mod.input_generator_for(name) is fn
+        assert registry.get(name).generator is fn

@@ -9,4 +9,6 @@ from fib_core.dataset.generators import dsa_sparse_indices
 
 def generate(definition: Any, axes: dict[str, int], gen: Any, device: Any) -> dict[str, Any]:
     """``sparse_indices`` [num_tokens, topk], -1 padded; the rest of the inputs stay random."""
-    return {"sparse_indices": dsa_sparse_indices(axes["num_tokens"], axes["num_pages"], gen, device)}
+    return {
+        "sparse_indices": dsa_sparse_indices(axes["num_tokens"], axes["num_pages"], gen, device)
+    }

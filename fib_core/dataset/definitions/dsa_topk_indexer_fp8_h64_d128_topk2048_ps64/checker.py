@@ -65,7 +65,9 @@ def _lookup(ids: torch.Tensor, scores: torch.Tensor, wanted: torch.Tensor) -> tu
 
     sorted_ids, order = torch.sort(ids)
     pos = torch.searchsorted(sorted_ids, wanted).clamp_(max=max(len(sorted_ids) - 1, 0))
-    found = sorted_ids[pos] == wanted if len(sorted_ids) else torch.zeros_like(wanted, dtype=torch.bool)
+    found = (
+        sorted_ids[pos] == wanted if len(sorted_ids) else torch.zeros_like(wanted, dtype=torch.bool)
+    )
     return scores[order[pos]] if len(sorted_ids) else wanted.float(), found
 
 
@@ -91,7 +93,10 @@ def check(
         n_pages = -(-length // page_size)
         pages = inputs["block_table"][b, :n_pages]
         ids, scores = dsa_token_scores(
-            inputs["q_index_fp8"][b], inputs["weights"][b], inputs["k_index_cache_fp8"], pages,
+            inputs["q_index_fp8"][b],
+            inputs["weights"][b],
+            inputs["k_index_cache_fp8"],
+            pages,
             length,
         )
         got, want = got_all[b].long(), want_all[b].long()
@@ -135,11 +140,16 @@ def check(
     correctness = Correctness(
         max_relative_error=max_rel,
         max_absolute_error=max_abs,
-        extra={"rows": int(got_all.shape[0]), "rows_failed": rows_failed,
-               "score_failures": score_failures},
+        extra={
+            "rows": int(got_all.shape[0]),
+            "rows_failed": rows_failed,
+            "score_failures": score_failures,
+        },
     )
     if rows_failed:
-        message = f"topk_indices: {rows_failed} of {got_all.shape[0]} rows wrong: " + "; ".join(problems)
+        message = f"topk_indices: {rows_failed} of {got_all.shape[0]} rows wrong: " + "; ".join(
+            problems
+        )
         return CheckResult(EvaluationStatus.INCORRECT_NUMERICAL, correctness, message)
     return CheckResult(EvaluationStatus.PASSED, correctness, "")
 

@@ -51,7 +51,9 @@ def _route(routing_logits, routing_bias, routed_scaling_factor):
     biased = probs + bias
 
     # Group score: the sum of the two largest biased values in the group.
-    best_two, _ = torch.topk(biased.view(num_tokens, NUM_GROUPS, per_group), k=2, dim=2, sorted=False)
+    best_two, _ = torch.topk(
+        biased.view(num_tokens, NUM_GROUPS, per_group), k=2, dim=2, sorted=False
+    )
     group_score = best_two.sum(dim=2)  # [T, 8]
     _, kept_groups = torch.topk(group_score, k=GROUPS_KEPT, dim=1, sorted=False)
     group_on = torch.zeros_like(group_score)
