@@ -119,9 +119,14 @@ class CheckResult:
     correctness: Correctness | None
     message: str
 
+    def __post_init__(self) -> None:
+        from fib_core.data.trace import EvaluationStatus
+
+        self.status = EvaluationStatus(self.status)  # a plugin's plain string becomes the member
+
     @property
     def passed(self) -> bool:
-        return self.status.value == "PASSED"
+        return self.status is self.status.PASSED
 
 
 CheckerFn = Callable[..., CheckResult]

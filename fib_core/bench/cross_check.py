@@ -230,9 +230,9 @@ def run_cross_check(job: dict[str, Any]) -> list[dict[str, Any]]:
     """Child-process body: build once, then time every workload with every method."""
     import warnings
 
-    from fib_core.bench._build import build_solution
     from fib_core.bench.timing import L2Flusher
     from fib_core.compile import BuildOptions
+    from fib_core.compile.build import build as build_solution
     from fib_core.data import Solution, TraceSet
     from fib_core.data.workload import Workload
 

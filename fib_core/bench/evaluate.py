@@ -42,6 +42,7 @@ from fib_core.bench.reference import (
 )
 from fib_core.bench.reference_sets import timed_set_order
 from fib_core.bench.timing import WALL_CLOCK_LABEL, L2Flusher, choose_method, measure
+from fib_core.data.trace import EvaluationStatus
 from fib_core.errors import BuildError, FibError, SignatureError
 
 TRACEBACK_LINES = 25
@@ -53,7 +54,9 @@ PhaseFn = Callable[[str], None]
 class _Failed(Exception):
     """Ends an evaluation early with a status (raised inside, caught by :meth:`evaluate`)."""
 
-    def __init__(self, status: str, log: str, correctness: Any = None, fatal: bool = False):
+    def __init__(
+        self, status: EvaluationStatus, log: str, correctness: Any = None, fatal: bool = False
+    ):
         super().__init__(log)
         self.status, self.log, self.correctness, self.fatal = status, log, correctness, fatal
 
@@ -171,11 +174,11 @@ class Evaluator:
         speedup = ref_ms / timing.latency_ms if timing.latency_ms > 0 and ref_ms > 0 else 0.0
         perf = Performance(timing.latency_ms, ref_ms, speedup, extra=perf_extra)
         log = check.message
-        return EvalResult(task.task_id, "PASSED", log, check.correctness.to_dict(),
+        return EvalResult(task.task_id, EvaluationStatus.PASSED, log, check.correctness.to_dict(),
                           perf.to_dict(), extra)
 
     def _build(self, solution, definition, cfg: BenchmarkConfig) -> Any:
-        from fib_core.bench._build import build_solution
+        from fib_core.compile.build import build as build_solution
 
         key = solution.hash()
         built = self._builds.get(key)
@@ -188,7 +191,7 @@ class Evaluator:
                 built = str(err)
             self._builds[key] = built
         if isinstance(built, str):
-            raise _Failed("COMPILE_ERROR", built)
+            raise _Failed(EvaluationStatus.COMPILE_ERROR, built)
         return built
 
     def _prepare(self, definition, workload, cfg: BenchmarkConfig, root: str | None) -> _Prepared:
@@ -204,7 +207,7 @@ class Evaluator:
             wanted = self._affordable_sets(sets[0], cfg, notes)
             sets += [make(k) for k in range(1, wanted)]
         except FibError as err:
-            raise _Failed("RUNTIME_ERROR", f"inputs: {err}") from None
+            raise _Failed(EvaluationStatus.RUNTIME_ERROR, f"inputs: {err}") from None
         failed = definition.check_constraints(workload.axes, dict(zip(definition.input_names, sets[0], strict=True)))
         if failed:
             notes.append("workload violates constraint(s): " + "; ".join(failed))
@@ -240,9 +243,9 @@ class Evaluator:
         except _Failed:
             raise
         except FibError as err:
-            raise _Failed("RUNTIME_ERROR", f"reference: {err}") from None
+            raise _Failed(EvaluationStatus.RUNTIME_ERROR, f"reference: {err}") from None
         except Exception:
-            raise _Failed("RUNTIME_ERROR", "reference failed (not the solution's fault):\n"
+            raise _Failed(EvaluationStatus.RUNTIME_ERROR, "reference failed (not the solution's fault):\n"
                           + _tail(traceback.format_exc()), fatal=self._cuda_broken()) from None
 
     def _references(self, definition, workload, sets: list, cfg: BenchmarkConfig):
@@ -344,10 +347,10 @@ class Evaluator:
             self._sync()
             return result
         except SignatureError as err:
-            raise _Failed("INCORRECT_SHAPE", str(err)) from None
+            raise _Failed(EvaluationStatus.INCORRECT_SHAPE, str(err)) from None
         except Exception:
             fatal = self._cuda_broken()
-            raise _Failed("RUNTIME_ERROR", _solution_traceback(), fatal=fatal) from None
+            raise _Failed(EvaluationStatus.RUNTIME_ERROR, _solution_traceback(), fatal=fatal) from None
 
     def _new_outputs(self, definition, prep: _Prepared) -> list:
         import torch
@@ -376,10 +379,8 @@ class Evaluator:
             text = (f"the solution modified input(s) {', '.join(changed)} in place; inputs must "
                     "be left unchanged")
             if not cfg.allow_input_mutation:
-                from fib_core.data.trace import EvaluationStatus
-
                 if check.passed or check.status is EvaluationStatus.INCORRECT_NUMERICAL:
-                    raise _Failed("INCORRECT_NUMERICAL", text + _join(check.message),
+                    raise _Failed(EvaluationStatus.INCORRECT_NUMERICAL, text + _join(check.message),
                                   check.correctness)
                 raise _Failed(check.status.value, text + _join(check.message))
             extra["warnings"].append(text)
@@ -481,10 +482,10 @@ class Evaluator:
         except _Failed:
             raise
         except SignatureError as err:
-            raise _Failed("INCORRECT_SHAPE", str(err)) from None
+            raise _Failed(EvaluationStatus.INCORRECT_SHAPE, str(err)) from None
         except Exception:
             fatal = self._cuda_broken()
-            raise _Failed("RUNTIME_ERROR", "during timing:\n" + _solution_traceback(),
+            raise _Failed(EvaluationStatus.RUNTIME_ERROR, "during timing:\n" + _solution_traceback(),
                           fatal=fatal) from None
         result.warnings[:0] = notes
         return result

@@ -2,7 +2,8 @@
 
 Schema objects cross the boundary as their JSON dicts (``to_dict``/``from_dict``): that is the
 format's own serialisation, so nothing the schema caches in memory (compiled constraint code)
-has to be picklable. Results carry the status as its enum *value* and the metrics as dicts.
+has to be picklable. Results carry the status as the ``EvaluationStatus`` member (a ``str``
+enum: a plain string given by older code is converted) and the metrics as dicts.
 
 Worker -> parent: ``("ready", info)``, ``("phase", task_id, name)``, ``("result", EvalResult)``.
 Parent -> worker: ``("eval", EvalTask)``, ``("close",)``.
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fib_core.bench.config import BenchmarkConfig
+from fib_core.data.trace import EvaluationStatus
 
 
 @dataclass
@@ -37,9 +39,12 @@ class EvalResult:
     """
 
     task_id: int
-    status: str
+    status: EvaluationStatus
     log: str
     correctness: dict | None = None
     performance: dict | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     fatal: bool = False
+
+    def __post_init__(self) -> None:
+        self.status = EvaluationStatus(self.status)

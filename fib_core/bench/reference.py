@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fib_core.errors import FibError
+from fib_core.paths import cache_dir
 
 if TYPE_CHECKING:
     from fib_core.data.definition import Definition
@@ -37,10 +38,7 @@ class ReferenceError(FibError):
     """The definition's reference cannot be loaded or returned something unusable."""
 
 
-def cache_root() -> Path:
-    """``$FIB_CACHE_DIR`` if set, else ``~/.cache/fib_core`` (shared with the build cache)."""
-    env = os.environ.get("FIB_CACHE_DIR", "").strip()
-    return Path(env).expanduser() if env else Path("~/.cache/fib_core").expanduser()
+cache_root = cache_dir  # the kit's one cache folder (fib_core.paths), under its old name here
 
 
 def load_reference(definition: Definition) -> Callable[..., Any]:

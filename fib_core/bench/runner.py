@@ -35,6 +35,7 @@ from fib_core.bench.runner_api import RunnerError as RunnerError
 from fib_core.bench.runner_api import RunnerFatalError as RunnerFatalError
 from fib_core.bench.trace_sink import TraceSink
 from fib_core.bench.traces import finished_pairs, is_finished, make_trace
+from fib_core.data.trace import EvaluationStatus
 from fib_core.errors import FibError
 
 EventFn = Callable[[Any], None]
@@ -251,7 +252,7 @@ class Benchmark:
             else:
                 worker.kill()
             self._worker = None
-        if result.status in ("TIMEOUT", "RUNTIME_ERROR") and not result.extra:
+        if result.status in (EvaluationStatus.TIMEOUT, EvaluationStatus.RUNTIME_ERROR) and not result.extra:
             result = EvalResult(result.task_id, result.status, result.log,
                                 extra=self._parent_extra(worker, solution))
         findings = self._audit(solution)

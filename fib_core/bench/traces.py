@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fib_core.bench.protocol import EvalResult
+from fib_core.data.trace import EvaluationStatus
 
 
 def json_safe(value: Any) -> Any:
@@ -31,14 +32,14 @@ def make_trace(definition: Any, workload: Any, solution: Any, result: EvalResult
     from fib_core.data.trace import Correctness, Evaluation, Performance, Trace
 
     correctness = performance = None
-    if result.status in ("PASSED", "INCORRECT_NUMERICAL") and result.correctness is not None:
+    if result.status in (EvaluationStatus.PASSED, EvaluationStatus.INCORRECT_NUMERICAL) and result.correctness is not None:
         raw = dict(result.correctness)
         raw["extra"] = json_safe(raw.get("extra")) if raw.get("extra") is not None else None
         correctness = Correctness.from_dict(raw)
-    if result.status == "PASSED" and result.performance is not None:
+    if result.status == EvaluationStatus.PASSED and result.performance is not None:
         performance = Performance.from_dict(json_safe(result.performance))
     status = result.status
-    if status == "INCORRECT_NUMERICAL" and correctness is None:
+    if status == EvaluationStatus.INCORRECT_NUMERICAL and correctness is None:
         correctness = Correctness(float("inf"), float("inf"), extra={"note": "not measured"})
     evaluation = Evaluation(
         status=status,

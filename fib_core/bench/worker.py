@@ -22,6 +22,8 @@ import sys
 import traceback
 from typing import Any
 
+from fib_core.data.trace import EvaluationStatus
+
 
 def resolve_device(requested: str) -> str:
     """'auto' -> 'cuda:0' when a GPU is visible, else 'cpu'; 'cuda' -> 'cuda:0'."""
@@ -166,7 +168,7 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
                 baseline = _fingerprint()
             result = evaluator.evaluate(task)
         except Exception:  # a kit bug or a plugin import error: report it, keep serving
-            result = EvalResult(task.task_id, "RUNTIME_ERROR",
+            result = EvalResult(task.task_id, EvaluationStatus.RUNTIME_ERROR,
                                 "internal error in the benchmark worker:\n" + traceback.format_exc())
         sys.stdout.flush()
         sys.stderr.flush()

@@ -6,19 +6,12 @@ cache key (beside ``Solution.hash()``, which covers the solution's own content).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from fib_core.errors import BuildError
-
-CACHE_ENV = "FIB_CACHE_DIR"
-
-
-def default_cache_dir() -> Path:
-    """``$FIB_CACHE_DIR`` if set, else ``~/.cache/fib_core``."""
-    env = os.environ.get(CACHE_ENV, "").strip()
-    return Path(env).expanduser() if env else Path("~/.cache/fib_core").expanduser()
+from fib_core.paths import CACHE_ENV as CACHE_ENV
+from fib_core.paths import cache_dir as default_cache_dir
 
 
 @dataclass

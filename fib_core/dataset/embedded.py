@@ -37,13 +37,12 @@ from typing import Any
 
 from fib_core.dataset import registry
 from fib_core.errors import FibError
+from fib_core.paths import CACHE_ENV, cache_dir
 
 DATA_VERSION = 1
 PACKAGE_DIR = Path(__file__).resolve().parent
 DEFINITIONS_DIR = registry.BUILTIN_DIR
-CACHE_ENV = "FIB_CACHE_DIR"
 DATASET_ENV = "FIB_DATASET_PATH"
-DEFAULT_CACHE = Path("~/.cache/fib_core")
 QUICK_PER_DEFINITION = 3
 QUICK_TAG = "quick"
 
@@ -176,10 +175,6 @@ def content_hash() -> str:
     return digest.hexdigest()[:12]
 
 
-def cache_dir() -> Path:
-    """``$FIB_CACHE_DIR``, else ``~/.cache/fib_core``."""
-    env = os.environ.get(CACHE_ENV)
-    return Path(env).expanduser() if env else DEFAULT_CACHE.expanduser()
 
 
 def write_dataset(root: Path) -> None:

@@ -149,7 +149,7 @@ def workload_cost(
 
     Example::
 
-        workload_cost("gdn_decode_qk4_v8_d128_k_last", {"batch_size": 1}).bytes  # 559_136
+        workload_cost("gdn_decode_qk4_v8_d128_k_last", {"batch_size": 1}).bytes  # 1_054_816
     """
     from fib_core.dataset import registry
 

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fib_core.data.trace import EvaluationStatus
 from fib_core.errors import ConfigError
 from fib_core.project.selection import select_workloads
 
@@ -417,7 +418,7 @@ def finish(
     problems = [p for p in problems if p]
     for line in problems:
         print(f"error: {line}", file=sys.stderr)
-    failed = [t for t in traces if t.evaluation is None or t.evaluation.status.value != "PASSED"]
+    failed = [t for t in traces if t.evaluation is None or t.evaluation.status != EvaluationStatus.PASSED]
     if problems:
         return 2  # the measurements are kept, but not where the user asked
     return 1 if failed or not traces else 0

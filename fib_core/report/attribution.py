@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 
+from fib_core.data.trace import EvaluationStatus
+
 _TIMEOUT_PHASE = re.compile(r"timed out after ([\d.]+) s .*?in phase '([\w-]+)'")
 NOT_SOLUTION_PHASES = {
     "start": "the worker's start-up",
@@ -43,7 +45,7 @@ def failed_phase(log: str | None) -> tuple[str, float] | None:
 
 def reason_for(status: str, log: str | None) -> str | None:
     """A reason that names the reference as the culprit, or None when the solution failed."""
-    if status == "TIMEOUT":
+    if status == EvaluationStatus.TIMEOUT:
         found = failed_phase(log)
         if found is None or found[0] not in NOT_SOLUTION_PHASES:
             return None
@@ -58,7 +60,7 @@ def reason_for(status: str, log: str | None) -> str | None:
             f"--timeout {seconds:g} s (phase '{phase}'); raise --timeout, or pick smaller "
             "workloads with --quick / --workloads"
         )
-    if status == "RUNTIME_ERROR" and "(not the solution's fault)" in (log or ""):
+    if status == EvaluationStatus.RUNTIME_ERROR and "(not the solution's fault)" in (log or ""):
         return (
             "reference failed, not your kernel: the definition's reference raised (see the log); "
             "check the dataset and the inputs it generates"

@@ -15,6 +15,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from fib_core.data.trace import EvaluationStatus
+
 
 @contextlib.contextmanager
 def progress_bar(
@@ -88,7 +90,7 @@ class _Tally:
         if trace is not None and getattr(trace, "evaluation", None) is not None:
             status = str(getattr(trace.evaluation.status, "value", trace.evaluation.status))
             self.done += 1
-            if status == "PASSED":
+            if status == EvaluationStatus.PASSED:
                 self.passed += 1
             else:
                 self.failed += 1

@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
+from fib_core.data.trace import EvaluationStatus
 from fib_core.report.attribution import blames_reference
 from fib_core.report.compare import ONE_SAMPLE, Delta, comparability_warning
 from fib_core.report.compare import compare as compare_runs
@@ -28,7 +29,7 @@ from fib_core.report.table_fit import dropped_note, fit_columns
 
 LOG_WIDTH = 160
 MAX_NOTES = 5
-_STATUS_STYLE = {"PASSED": "green", "TIMEOUT": "yellow"}
+_STATUS_STYLE = {EvaluationStatus.PASSED: "green", EvaluationStatus.TIMEOUT: "yellow"}
 
 __all__ = ["fmt_ms", "fmt_speedup", "progress_bar", "readable_width", "render_results"]
 

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from fib_core.data.trace import EvaluationStatus
 from fib_core.errors import FibError
 
 RESULTS_FORMAT = "fib_core.run_results"
@@ -28,16 +29,8 @@ CPU_SMOKE_MODE = "CPU smoke run — correctness only, timings are wall-clock and
 
 DEVICE_KINDS = ("cuda", "cpu")
 ACHIEVED_UNITS = ("GB/s", "TFLOP/s")
-PASSED = "PASSED"
-STATUSES = (
-    "PASSED",
-    "INCORRECT_SHAPE",
-    "INCORRECT_NUMERICAL",
-    "INCORRECT_DTYPE",
-    "RUNTIME_ERROR",
-    "COMPILE_ERROR",
-    "TIMEOUT",
-)
+PASSED = EvaluationStatus.PASSED.value
+STATUSES = tuple(status.value for status in EvaluationStatus)
 LOG_TAIL_LINES = 10
 
 

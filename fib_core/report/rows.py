@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from fib_core.data.trace import EvaluationStatus
 from fib_core.errors import FibError
 from fib_core.report.attribution import reason_for
 from fib_core.report.results import (
@@ -125,8 +126,8 @@ def row_from_trace(trace: Any, roofline: RooflineView | None = None) -> Workload
         speedup=speedup,
         max_abs_error=_float(getattr(corr, "max_absolute_error", None)),
         max_rel_error=_float(getattr(corr, "max_relative_error", None)),
-        reason="" if status == "PASSED" else failure_reason(status, log, ev_extra),
-        log_tail=[] if status == "PASSED" else log_tail(log),
+        reason="" if status == EvaluationStatus.PASSED else failure_reason(status, log, ev_extra),
+        log_tail=[] if status == EvaluationStatus.PASSED else log_tail(log),
         spread=_spread(perf_extra),
         timing_method=_str(perf_extra.get("timing_method") or ev_extra.get("timing_method")),
         warnings=_warnings(ev_extra, perf_extra),

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from fib_core.data.trace import EvaluationStatus
+
 # A relative error above this many rtol on a PASSED row gets an explanation.
 NOTABLE_REL_FACTOR = 10.0
 
 
-def decided_by(correctness: Any, status: str = "PASSED") -> str:
+def decided_by(correctness: Any, status: str = EvaluationStatus.PASSED) -> str:
     """One line naming the metric that passed ``correctness``, or "" when nothing looks odd."""
-    if status != "PASSED" or correctness is None:
+    if status != EvaluationStatus.PASSED or correctness is None:
         return ""
     extra = getattr(correctness, "extra", None) or {}
     rel = getattr(correctness, "max_relative_error", None)
