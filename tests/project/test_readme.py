@@ -87,3 +87,15 @@ def test_ci_installs_into_a_fresh_virtualenv(repo_root: Path) -> None:
     assert 'source "$VENV/bin/activate"' in script
     assert f"{venv.group(1)}/" in (repo_root / ".gitignore").read_text().splitlines()
     assert re.search(r'if \[ "\$status" -eq 5 \]', script) and 'exit "$status"' in script
+
+
+def test_readme_definition_table_is_the_registry(repo_root: Path, monkeypatch) -> None:
+    """The "Tracks and definitions" table lists exactly the registered definitions and tracks."""
+    monkeypatch.delenv("FIB_DEFINITIONS_PATH", raising=False)
+    from fib_core.project.tracks import tracks
+
+    text = (repo_root / "README.md").read_text()
+    section = text.split("## Tracks and definitions", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (\w+) \| `(\w+)`", section, flags=re.M)
+    expected = {(track, name) for track, names in tracks().items() for name in names}
+    assert set(rows) == expected and len(rows) == len(expected)
