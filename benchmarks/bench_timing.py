@@ -117,9 +117,9 @@ def _independent(definition, workload, source: str) -> tuple[float, float]:
     import torch
     import triton.testing
 
-    from fib_core.bench._build import build_solution
     from fib_core.bench.inputs import generate_inputs
     from fib_core.bench.timing import measure
+    from fib_core.compile.build import build as build_solution
     from fib_core.data.dtypes import torch_dtype
 
     # Triton needs its kernels in a real file: build the same sources the engine ran.
