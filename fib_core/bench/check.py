@@ -319,7 +319,7 @@ def compare_tensor(name: str, got: torch.Tensor, want: torch.Tensor, tol: Tolera
     )
     if failed:
         flat_idx = torch.nonzero(failed_mask.reshape(-1))[:FIRST_INDICES_SHOWN, 0].tolist()
-        cmp.first_failures = [_unravel(i, tuple(y.shape)) for i in flat_idx]
+        cmp.first_failures = [unravel_index(i, tuple(y.shape)) for i in flat_idx]
         # The worst element: the first non-finite failure if any, else the largest |err|.
         bad = (nan_x | nan_y | ((inf_x | inf_y) & ~same_inf)).reshape(-1)
         if bool(bad.any()):
@@ -327,7 +327,7 @@ def compare_tensor(name: str, got: torch.Tensor, want: torch.Tensor, tol: Tolera
         else:
             worst = int(torch.where(failed_mask, diff, torch.zeros_like(diff)).reshape(-1).argmax())
         cmp.worst = {
-            "index": _unravel(worst, tuple(y.shape)),
+            "index": unravel_index(worst, tuple(y.shape)),
             "abs_error": None if bool(bad.any()) else float(diff.reshape(-1)[worst].item()),
             "got": float(x.reshape(-1)[worst].item()),
             "expected": float(y.reshape(-1)[worst].item()),
@@ -335,7 +335,8 @@ def compare_tensor(name: str, got: torch.Tensor, want: torch.Tensor, tol: Tolera
     return cmp
 
 
-def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
+def unravel_index(flat: int, shape: tuple[int, ...]) -> list[int]:
+    """The multi-dimensional index of element ``flat`` of a C-ordered tensor of ``shape``."""
     index = []
     for dim in reversed(shape):
         index.append(flat % dim if dim else 0)

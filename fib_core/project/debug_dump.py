@@ -18,6 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from fib_core.bench.check import unravel_index
+
 TOP_DIFFERENCES = 10
 
 
@@ -52,7 +54,7 @@ def largest_differences(got: Any, want: Any, k: int = TOP_DIFFERENCES) -> list[s
     for flat in order.tolist():
         if err[flat] == 0:
             break
-        index = _unravel(flat, tuple(got.shape))
+        index = unravel_index(flat, tuple(got.shape))
         lines.append(
             f"{index}  got {a[flat].item():.6g}  expected {b[flat].item():.6g}  "
             f"|err| {err[flat].item():.4g}"
@@ -96,11 +98,3 @@ def dump_uuids(traces: list[dict[str, Any]], chosen: bool) -> list[str]:
     if failed or not chosen:
         return failed
     return [t["workload"]["uuid"] for t in traces]
-
-
-def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
-    index = []
-    for dim in reversed(shape):
-        index.append(flat % dim if dim else 0)
-        flat //= dim if dim else 1
-    return list(reversed(index))

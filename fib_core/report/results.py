@@ -257,35 +257,19 @@ class RunResults:
         return next((r for r in self.rows if r.uuid == uuid), None)
 
     @classmethod
-    def from_traces(
-        cls,
-        traces: Iterable[Any],
-        definition: Any,
-        *,
-        gpu_name: str | None = None,
-        solution: str | None = None,
-        author: str | None = None,
-        device: str | None = None,
-    ) -> RunResults:
+    def from_traces(cls, traces: Iterable[Any], definition: Any, **options: Any) -> RunResults:
         """Build the rows of one (definition, solution) run from its traces.
 
-        ``definition`` is a ``Definition`` or its name. Traces of other definitions or (when
-        ``solution`` is given) other solutions are ignored; when a workload has several traces,
-        the last one wins (the newest run) and rows keep the order of first appearance.
-        Roofline figures come from
-        ``fib_core.dataset.roofline`` when it knows the definition and the GPU, else stay None.
+        ``definition`` is a ``Definition`` or its name; ``options`` are keyword-only:
+        ``gpu_name``, ``solution``, ``author``, ``device`` (each None by default). Traces of
+        other definitions or (when ``solution`` is given) other solutions are ignored; when a
+        workload has several traces, the last one wins (the newest run) and rows keep the order
+        of first appearance. Roofline figures come from the definition's cost model when the GPU
+        is known, else stay None. The work is done by :func:`fib_core.report.rows.results_from_traces`.
         """
         from fib_core.report.rows import results_from_traces
 
-        return results_from_traces(
-            cls,
-            traces,
-            definition,
-            gpu_name=gpu_name,
-            solution=solution,
-            author=author,
-            device=device,
-        )
+        return results_from_traces(cls, traces, definition, **options)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -1,7 +1,7 @@
-"""Workloads of this definition: the var-axis values of the contest's real ones, in order.
+"""DSA sparse attention's workloads: (num_tokens, num_pages) of the contest's real ones, in order.
 
-These numbers are facts about the public contest dataset. Duplicates are real (several
-workloads of one shape with different data).
+Facts about the public contest dataset; repeated shapes are real (same shape, other data). The
+selected rows (``sparse_indices``) are a blob per workload; ``sm_scale`` is the real value.
 """
 
 from __future__ import annotations

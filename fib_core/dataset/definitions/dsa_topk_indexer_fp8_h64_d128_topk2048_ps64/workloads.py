@@ -1,7 +1,7 @@
-"""Workloads of this definition: the var-axis values of the contest's real ones, in order.
+"""DSA top-k indexer's workloads: (batch_size, max_num_pages, num_pages), the real ones in order.
 
-These numbers are facts about the public contest dataset. Duplicates are real (several
-workloads of one shape with different data).
+Facts about the public contest dataset. Each workload's sequence lengths and block table are
+a blob, generated together so the table covers exactly the pages each length needs.
 """
 
 from __future__ import annotations

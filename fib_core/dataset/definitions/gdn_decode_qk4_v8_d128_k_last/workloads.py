@@ -1,7 +1,7 @@
-"""Workloads of this definition: the var-axis values of the contest's real ones, in order.
+"""GDN decode's workloads: the batch sizes of the contest's real ones, in order (repeats are real).
 
-These numbers are facts about the public contest dataset. Duplicates are real (several
-workloads of one shape with different data).
+No blobs: every tensor input is generated at run time (see ``generator.py``); ``scale`` is a
+scalar input.
 """
 
 from __future__ import annotations

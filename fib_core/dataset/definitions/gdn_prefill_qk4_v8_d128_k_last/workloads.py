@@ -1,7 +1,7 @@
-"""Workloads of this definition: the var-axis values of the contest's real ones, in order.
+"""GDN prefill's workloads: (total_seq_len, num_seqs, len_cu_seqlens) of the real ones, in order.
 
-These numbers are facts about the public contest dataset. Duplicates are real (several
-workloads of one shape with different data).
+Facts about the public contest dataset. The sequence boundaries (``cu_seqlens``) are a blob per
+workload, lengths of varied size that add up to ``total_seq_len``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""Workloads of this definition: the var-axis values of the contest's real ones, in order.
+"""FP8 MoE's workloads: seq_len and the real local_expert_offset of each contest workload, in order.
 
-These numbers are facts about the public contest dataset. Duplicates are real (several
-workloads of one shape with different data). ``local_expert_offset`` is the real value of
-each workload, an extra column that becomes a scalar input.
+The offset is an extra column that becomes a scalar input; the routing logits and bias are a
+blob per workload, with the unbalanced expert popularity real routing has.
 """
 
 from __future__ import annotations
