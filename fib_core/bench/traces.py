@@ -7,18 +7,19 @@ traces file stays strict JSON that other tools load.
 
 from __future__ import annotations
 
-import math
 from datetime import UTC, datetime
 from typing import Any
 
 from fib_core.bench.protocol import EvalResult
+from fib_core.data.json_io import write_float
 from fib_core.data.trace import EvaluationStatus
 
 
 def json_safe(value: Any) -> Any:
-    """A copy where non-finite floats become strings ("nan", "inf", "-inf") and tuples lists."""
+    """A copy where non-finite floats become the format's strings ("NaN", "Infinity",
+    "-Infinity"), keys strings and tuples lists."""
     if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
+        return write_float(value)
     if isinstance(value, dict):
         return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

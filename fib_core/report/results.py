@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from fib_core.data.json_io import write_float
 from fib_core.data.trace import EvaluationStatus
 from fib_core.errors import FibError
 
@@ -149,7 +150,8 @@ class WorkloadResult:
         return ", ".join(f"{k}={v}" for k, v in self.axes.items())
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able; non-finite errors become the strings "inf", "-inf", "nan" (strict JSON)."""
+        """JSON-able; non-finite errors become the format's strings "Infinity", "-Infinity",
+        "NaN" (strict JSON; files written with "inf", "-inf", "nan" still load)."""
         return {
             "uuid": self.uuid,
             "axes": dict(self.axes),
@@ -393,7 +395,11 @@ def merge(shards: Sequence[RunResults], order: Sequence[str] | None = None) -> R
 
 _TIMING_FIELDS = ("latency_ms", "reference_latency_ms", "speedup", "roofline_fraction", "floor_ms")
 _ERROR_FIELDS = ("max_abs_error", "max_rel_error")
-_NON_FINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+# Read back: the format's spellings, and the short ones older results files hold.
+_NON_FINITE = {
+    "Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan,
+    "inf": math.inf, "-inf": -math.inf, "nan": math.nan,
+}
 
 
 def _check_number(
@@ -408,9 +414,7 @@ def _check_number(
 
 
 def _encode_float(value: float | None) -> float | str | None:
-    if value is None or math.isfinite(value):
-        return value
-    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return None if value is None else write_float(value)
 
 
 def _decode_float(value: object) -> object:
