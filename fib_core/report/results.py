@@ -18,7 +18,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fib_core.data.json_io import write_float
 from fib_core.data.trace import EvaluationStatus
 from fib_core.errors import FibError
 
@@ -150,8 +149,7 @@ class WorkloadResult:
         return ", ".join(f"{k}={v}" for k, v in self.axes.items())
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able; non-finite errors become the format's strings "Infinity", "-Infinity",
-        "NaN" (strict JSON; files written with "inf", "-inf", "nan" still load)."""
+        """JSON-able; non-finite errors become the strings "inf", "-inf", "nan" (strict JSON)."""
         return {
             "uuid": self.uuid,
             "axes": dict(self.axes),
@@ -414,7 +412,11 @@ def _check_number(
 
 
 def _encode_float(value: float | None) -> float | str | None:
-    return None if value is None else write_float(value)
+    """Results files keep their short spellings ("inf", "-inf", "nan"): the ledger and older
+    tools read them; traces use the format's own (``fib_core.data.json_io.write_float``)."""
+    if value is None or math.isfinite(value):
+        return value
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
 def _decode_float(value: object) -> object:
