@@ -75,6 +75,12 @@ class WorkerHandle:
     # --- lifecycle -------------------------------------------------------------------------
 
     def start(self, timeout: float = STARTUP_TIMEOUT_S) -> None:
+        """Launch the process and wait until it is ready (or raise WorkerDied)."""
+        self.launch()
+        self.wait_ready(timeout)
+
+    def launch(self) -> None:
+        """Start the process without waiting for it (so that two can boot side by side)."""
         parent, child = socket.socketpair()
         env = dict(os.environ)
         env["PYTHONUNBUFFERED"] = "1"
@@ -101,6 +107,9 @@ class WorkerHandle:
             log.close()
             child.close()
         self.conn = parent
+
+    def wait_ready(self, timeout: float = STARTUP_TIMEOUT_S) -> None:
+        """Wait for the launched process's greeting; WorkerDied if it does not come."""
         try:
             header, _ = self._receive(time.monotonic() + timeout)
         except (WorkerDied, WireError, _Timeout) as err:

@@ -220,8 +220,9 @@ class Benchmark:
         if self._judge is not None:
             self._judge.kill()
         judge = JudgeHandle(self.config.device, self._log_dir)
-        judge.start(timeout=max(120.0, self.config.timeout_seconds))
+        judge.launch()  # it boots while the worker starts; wait_ready before its first use
         self._judge = judge
+        self._judge_booting = True
         return judge
 
     def _run_one(self, definition: Any, solution: Any, workload: Any,
@@ -233,6 +234,9 @@ class Benchmark:
         try:
             judge = None if _trusted_checks() else self._acquire_judge()
             worker = self._acquire_worker(callback, solution.hash())
+            if judge is not None and getattr(self, "_judge_booting", False):
+                self._judge_booting = False
+                judge.wait_ready(timeout=max(120.0, self.config.timeout_seconds))
         except WorkerDied as err:
             raise FibError(str(err).splitlines()[0] + f" (worker log: {self._log_dir})") from None
         from fib_core.bench.judge import expected_output_bytes
