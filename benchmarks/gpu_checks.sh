@@ -9,6 +9,7 @@
 #        turnaround (cold and warm wall time per definition; TURNAROUND_DEFS picks definitions,
 #        TURNAROUND_ARGS adds e.g. --gpus 0,1)
 #        hostile isolation (the hostile-solution corpus; the judge process's cost)
+#        submit (a GDN track fork: submit.py --dry-run, then the tags)
 # (starters: STARTER_DEFS picks definitions, STARTER_ARGS adds run_local arguments)
 set -u
 OUT=$(realpath -m "${OUT:-gpu-results}")
@@ -28,6 +29,10 @@ step() {  # step NAME SECONDS COMMAND...
 
 for s in $steps; do
     case $s in
+    submit)
+        # A throw-away gated_delta_net fork: contest runs of decode and prefill (dry run), then
+        # the tags from those ledger runs; each tag's config.toml names its definition.
+        step submit 590 bash benchmarks/submit_track_check.sh /tmp/fib-track-fork ;;
     harness)
         # What one workload costs the harness: first run (reference computed and timed) vs a
         # re-run (reference outputs and latency from the disk cache).

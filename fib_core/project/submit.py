@@ -221,10 +221,11 @@ def ledger_evidence(ws: Workspace, solution: Solution) -> Evidence | None:
 
 def evaluate_definition(ws: Workspace, solution: Solution, smoke: bool, console: Any) -> Evidence:
     """Run the definition now: the organizers' settings on a GPU (``run_local.py --contest``'s
-    path, recorded in the ledger), or the CPU smoke check when ``smoke``."""
+    path, spread over every visible GPU, recorded in the ledger), or the CPU smoke check when
+    ``smoke``."""
     from fib_core.project.entry import display_path
     from fib_core.project.recording import RunRecording
-    from fib_core.project.runflow import RunOptions, execute, finish, make_request
+    from fib_core.project.runflow import RunOptions, execute_on_gpus, finish, make_request
     from fib_core.report.render import progress_bar
     from fib_core.report.summary import summarize
 
@@ -234,8 +235,8 @@ def evaluate_definition(ws: Workspace, solution: Solution, smoke: bool, console:
     request.dataset_path = str(ws.dataset_path)
     opts.recording = RunRecording.for_run(ws.cfg.root, solution, request)
     with progress_bar(console=console) as on_event:
-        shard = execute(request, on_event=on_event)
-    code = finish([shard], ws.definition, opts, console)
+        shards = execute_on_gpus(request, None, on_event=on_event)  # every visible GPU
+    code = finish(shards, ws.definition, opts, console)
     summary = summarize(opts.results)
     gpu = opts.results.gpu_name or "GPU"
     if smoke:

@@ -7,9 +7,9 @@ the fork shipped with.
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any
-
-import tomli_w
 
 from fib_core.project.config import SCHEMA, KitConfig
 
@@ -24,8 +24,27 @@ def _value(v: Any) -> str:
     """One TOML value on one line (tomli_w formats; arrays are kept inline)."""
     if isinstance(v, list):
         return "[" + ", ".join(_value(x) for x in v) + "]"
+    try:
+        import tomli_w
+    except ImportError:  # a bare GPU image: the scalar forms config.toml uses, written here
+        return _plain_value(v)
     # tomli_w only dumps tables; dump a one-key table and keep the right-hand side.
     return tomli_w.dumps({"v": v}).split("=", 1)[1].strip()
+
+
+def _plain_value(v: Any) -> str:
+    """A TOML scalar without tomli-w: JSON's string escapes are valid TOML basic strings.
+
+    >>> _plain_value(True), _plain_value(1e-05), _plain_value("kernel.py::run")
+    ('true', '1e-05', '"kernel.py::run"')
+    """
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    if isinstance(v, int | float | str):
+        return json.dumps(v)
+    raise TypeError(f"cannot write {type(v).__name__} {v!r} into config.toml")
 
 
 def render_config(values: dict[str, dict[str, Any]]) -> str:

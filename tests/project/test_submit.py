@@ -195,9 +195,15 @@ def test_flashinfer_bench_accepts_each_tagged_solution(
     fork: Path, on_gpu: None, tmp_path: Path
 ) -> None:
     theirs = pytest.importorskip("flashinfer_bench.data")
-    assert submit(fork / "config.toml", SubmitOptions(), _console()[0], Recorder(
-        {DECODE: 2.0, PREFILL: 1.0}
-    )) == 0
+    assert (
+        submit(
+            fork / "config.toml",
+            SubmitOptions(),
+            _console()[0],
+            Recorder({DECODE: 2.0, PREFILL: 1.0}),
+        )
+        == 0
+    )
     from fib_core.project.pack import pack_solution
 
     for definition in (DECODE, PREFILL):
@@ -232,3 +238,103 @@ def test_real_cpu_smoke_of_the_track_then_tags(fork: Path) -> None:
     for definition in (DECODE, PREFILL):
         message = git(fork, "tag", "-l", "--format=%(contents)", f"submission-{definition}-v1")
         assert "CPU smoke check only" in message
+
+
+def _record_contest_run(fork: Path, definition: str, *, quick: bool = False, fail: bool = False):
+    """Append to the fork's ledger a GPU run of ``definition`` as run_local.py --contest does."""
+    from fib_core.bench.eval_settings import eval_settings
+    from fib_core.project.workspace import open_workspace
+    from fib_core.report.ledger import LEDGER_RELPATH, append_record, new_record
+    from fib_core.report.results import RunResults, WorkloadResult
+
+    ws = open_workspace(fork / "config.toml", definition)
+    solution = ws.pack()
+    rows = [
+        WorkloadResult(
+            uuid=t.workload.uuid,
+            axes=dict(t.workload.axes),
+            status="PASSED",
+            latency_ms=0.01,
+            reference_latency_ms=0.03,
+            speedup=3.0,
+        )
+        for t in ws.trace_set.workloads[definition]
+    ]
+    if fail:
+        rows[0] = WorkloadResult(
+            uuid=rows[0].uuid, axes=rows[0].axes, status="RUNTIME_ERROR", reason="boom"
+        )
+    results = RunResults(
+        definition=definition, solution=solution.name, gpu_name="NVIDIA B200", rows=rows
+    )
+    config = {
+        "engine": eval_settings(definition).contest_fields(),
+        "filters": None,
+        "quick": quick,
+        "build": {},
+        "device": None,
+        "cross_check": False,
+    }
+    record = new_record(
+        results,
+        root=fork,
+        solution_name=solution.name,
+        solution_hash=solution.hash(),
+        config=config,
+    )
+    append_record(fork / LEDGER_RELPATH, record)
+    return record
+
+
+def test_a_passing_ledger_run_of_the_same_hash_is_accepted(fork: Path, on_gpu: None) -> None:
+    record = _record_contest_run(fork, DECODE)
+    run = Recorder({DECODE: 9.0, PREFILL: 1.0})
+    console, out = _console()
+    assert submit(fork / "config.toml", SubmitOptions(), console, evaluate=run) == 0
+    assert run.calls == [(PREFILL, False)]  # decode came from the ledger
+    text = out.getvalue()
+    assert f"ledger: run {record.run_id} on NVIDIA B200" in text
+    assert "track gated_delta_net: 2.000x" in text  # (3.0 + 1.0) / 2
+    # --rerun ignores the ledger
+    run = Recorder({DECODE: 2.0, PREFILL: 1.0})
+    assert submit(fork / "config.toml", SubmitOptions(dry_run=True, rerun=True), console, run) == 0
+    assert sorted(run.calls) == [(DECODE, False), (PREFILL, False)]
+
+
+@pytest.mark.parametrize("kind", ["quick", "failed", "other solution"])
+def test_ledger_runs_that_do_not_prove_the_submission_are_not_used(
+    fork: Path, on_gpu: None, kind: str
+) -> None:
+    _record_contest_run(fork, DECODE, quick=kind == "quick", fail=kind == "failed")
+    if kind == "other solution":
+        kernel = fork / "solution" / DECODE / "triton" / "kernel.py"
+        kernel.write_text(kernel.read_text() + "\n# changed after the run\n")
+        git(fork, "commit", "-qam", "change")
+    run = Recorder({DECODE: 2.0, PREFILL: 1.0})
+    assert submit(fork / "config.toml", SubmitOptions(dry_run=True), _console()[0], run) == 0
+    assert sorted(run.calls) == [(DECODE, False), (PREFILL, False)]
+
+
+def test_track_run_helpers(tmp_path: Path) -> None:
+    from fib_core.project.runflow import RunOptions
+    from fib_core.project.track_run import options_for, score_track
+    from fib_core.report.results import RunResults, WorkloadResult
+
+    opts = RunOptions(json_path=Path("out/run.json"))
+    assert options_for(opts, DECODE, True).json_path == Path(f"out/run-{DECODE}.json")
+    assert options_for(opts, DECODE, False).json_path == Path("out/run.json")
+
+    def results(definition: str, speedup: float, device: str = "cuda") -> RunResults:
+        row = WorkloadResult(
+            uuid="w",
+            axes={},
+            status="PASSED",
+            latency_ms=1.0,
+            reference_latency_ms=speedup,
+            speedup=speedup,
+        )
+        return RunResults(definition=definition, solution="s", device=device, rows=[row])
+
+    ts = score_track({DECODE: results(DECODE, 4.0)})
+    assert ts is not None and ts.score == pytest.approx(2.0) and ts.missing == (PREFILL,)
+    assert score_track({DECODE: results(DECODE, 4.0, device="cpu")}) is None

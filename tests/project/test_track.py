@@ -261,3 +261,12 @@ def test_the_shipped_starters_pass_the_audit_cleanly() -> None:
         solution = _solution(dict(collect_sources(starter.parent)), build["entry_point"])
         findings = audit_submission(solution, cfg, AuditSettings())
         assert findings == [], (starter, [str(f) for f in findings])
+
+
+@pytest.mark.parametrize("value", ["kernel.py::run", 'a "q" \\ \n é', True, False, 3, 0.01, 1e-05])
+def test_config_values_are_written_without_tomli_w_too(value) -> None:
+    import tomllib
+
+    from fib_core.project.template import _plain_value
+
+    assert tomllib.loads(f"v = {_plain_value(value)}")["v"] == value
