@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO))
 
 from bench_common import needs_gpu  # noqa: E402 - after the checkout is on sys.path
 
-from fib_core.bench.evaluate import REFERENCE_MAX_ITERATIONS, REFERENCE_MAX_WARMUP  # noqa: E402
+from fib_core.bench.eval_settings import eval_settings  # noqa: E402
 from fib_core.bench.timing import measure  # noqa: E402
 
 
@@ -70,9 +70,9 @@ def bench_us(fn: Callable[[], object]) -> float:
     return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e3
 
 
-def kit_us(fn: Callable[[], object], reference: bool = False, budget_s: float = 5.0) -> float:
+def kit_us(fn: Callable[[], object], reference: str | None = None, budget_s: float = 5.0) -> float:
     """Microseconds as ``run_local.py`` reports them: the kit's timer (profiler span, L2 flushed,
-    median). A reference gets the evaluator's counts (fewer when one call is slow), so both
+    median). A reference (``reference`` names its definition) gets the evaluator's counts (fewer when one call is slow), so both
     sides of a speedup are the same quantity."""
     warmup, iterations = 10, 50
     if reference:
@@ -80,7 +80,8 @@ def kit_us(fn: Callable[[], object], reference: bool = False, budget_s: float = 
         fn()
         torch.cuda.synchronize()
         one = time.perf_counter() - start
-        warmup, iterations = REFERENCE_MAX_WARMUP, REFERENCE_MAX_ITERATIONS
+        # the evaluator's reference timing: the first call warms up, then the timed calls
+        warmup, iterations = 1, eval_settings(reference).reference_timed_calls
         if one * (warmup + iterations) > budget_s:
             warmup, iterations = 0, max(3, min(iterations, int(budget_s / max(one, 1e-9))))
     result = measure(lambda i: fn(), lambda i: None, device="cuda", method="profiler",
@@ -192,7 +193,7 @@ def run_decode(bw, fla, cuda_run, lines, records, batches):
     for batch in batches:
         inputs = H.decode_inputs(batch, seed=batch, device="cuda")
         want = ref(*inputs)
-        ref_us = kit_us(lambda inputs=inputs: ref(*inputs), reference=True)
+        ref_us = kit_us(lambda inputs=inputs: ref(*inputs), reference=H.DECODE)
         results = {}
         for name, run in (("triton", trit), ("cuda", cuda_run)):
             if run is None:
@@ -223,7 +224,7 @@ def run_prefill(bw, fla, lines, records, shapes):
     for total, n in shapes:
         inputs = prefill_shape_inputs(total, n)
         want = ref(*inputs)
-        ref_us = kit_us(lambda inputs=inputs: ref(*inputs), reference=True)
+        ref_us = kit_us(lambda inputs=inputs: ref(*inputs), reference=H.PREFILL)
         call, outs = dps(trit, inputs, True)
         call()
         results = {"triton": (kit_us(call), verdict(outs, want))}

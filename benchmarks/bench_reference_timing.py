@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from bench_common import needs_gpu
 
-from fib_core.bench.evaluate import REFERENCE_MAX_ITERATIONS, REFERENCE_MAX_WARMUP
+from fib_core.bench.eval_settings import eval_settings
 from fib_core.bench.inputs import generate_inputs
 from fib_core.bench.reference import load_reference
 from fib_core.bench.timing import available_methods, measure
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     methods = ["events"] + [m for m in available_methods("cuda") if m != "events"]
     print(
         f"device: {torch.cuda.get_device_name() if gpu else 'cpu'}; methods: {', '.join(methods)}"
-        f"; warm-up {REFERENCE_MAX_WARMUP}, {REFERENCE_MAX_ITERATIONS} timed calls"
+        "; the evaluator's counts: one warm-up call, then each definition's timed_calls"
     )
     header = f"{'definition':32} {'axes':30} " + " ".join(f"{m + ' ms':>12}" for m in methods)
     print(header + "".join(f" {m + '/ev':>11}" for m in methods[1:]))
@@ -104,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
                     lambda i: None,
                     device="cuda",
                     method=method,
-                    warmup=REFERENCE_MAX_WARMUP,
-                    iterations=REFERENCE_MAX_ITERATIONS,
+                    warmup=1,
+                    iterations=eval_settings(name).reference_timed_calls,
                     trials=1,
                 )
                 figures[result.method] = result.latency_ms

@@ -85,10 +85,19 @@ def parse_findings(output: str, source_dir: str | None = None) -> list[Finding]:
         current = findings[-1]
         match = _LOCATION.search(text)
         if match and current.file is None:
-            current.file, current.line_no = match.group("file"), int(match.group("line"))
+            current.file = _in_solution(match.group("file"), source_dir)
+            current.line_no = int(match.group("line"))
         elif text.startswith("Address ") and not current.detail:
             current.detail = text
     return findings
+
+
+def _in_solution(file: str, source_dir: str | None) -> str:
+    """A bare file name is one of the solution's own files: Triton's line tables carry only the
+    name (``kernel.py``), so it is shown under the solution's folder (``solution/triton/...``)."""
+    if source_dir and "/" not in file and "\\" not in file:
+        return f"{source_dir.rstrip('/')}/{file}"
+    return file
 
 
 def error_count(output: str) -> int | None:

@@ -107,6 +107,10 @@ def test_matches_the_loop_on_every_embedded_workload_on_gpu(prefill) -> None:
     count = 0
     for workload, args in _embedded_cases(prefill, "cuda", None):
         want, got = loop(*args), gdn_prefill_batched(*args)
+        nans = [int(torch.isnan(t.float()).sum()) for t in (*want, *got)]
+        nans_in = [int(torch.isnan(a.float()).sum()) for a in args if torch.is_tensor(a)]
+        assert not any(nans), (workload.axes, "NaN in loop out/state, fast out/state", nans,
+                               "NaN in the inputs", nans_in)
         _agree(want, got, exact=False)
         verdict = check_outputs(definition, list(got), list(want), tolerance=tol, inputs=args)
         assert verdict.passed, (workload.axes, verdict.message)

@@ -105,6 +105,21 @@ def test_sanitizer_findings_name_the_solution_file():
         sanitizer_command(["python"], "leakcheck")
 
 
+def test_sanitizer_bare_file_name_is_the_solution_file():
+    """Triton's line tables name only the file (seen on an H100: ``in kernel.py:10``)."""
+    output = ("========= Invalid __global__ read of size 2 bytes\n"
+              "=========     at oob_kernel+0x1f0 in kernel.py:10\n"
+              "=========     by thread (0,0,0) in block (3,0,0)\n"
+              "=========     Address 0x7f0000000400 is out of bounds\n"
+              "========= ERROR SUMMARY: 1 error\n")
+    (f,) = parse_findings(output, "solution/triton")
+    assert (f.file, f.line_no) == ("solution/triton/kernel.py", 10)
+    (g,) = parse_findings(output.replace("in kernel.py", "in /abs/gen/kernel.py"), "solution/triton")
+    assert g.file == "/abs/gen/kernel.py"
+    (h,) = parse_findings(output, None)
+    assert h.file == "kernel.py"
+
+
 def test_flags_parse_and_only_one_at_a_time():
     p = argparse.ArgumentParser()
     add_flags(p)
