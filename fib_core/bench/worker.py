@@ -76,6 +76,26 @@ _WATCHED_TORCH = ("torch", "torch.cuda", "torch.profiler", "torch.testing", "tor
                   "torch.nn.functional", "torch.utils.benchmark", "triton", "triton.testing")
 
 
+def _settle_libraries(device: str) -> None:
+    """Let torch finish its own lazy set-up before the worker's baselines are taken.
+
+    The first import of ``torch._dynamo`` (which the profiler and Triton's launch path reach on
+    a GPU) rebinds ``torch.manual_seed``, and CUDA's start sets environment variables: without
+    this, an honest kernel's first call reads as tampering and its worker is replaced after
+    every workload (seen on an H100).
+    """
+    if not device.startswith("cuda"):  # the CPU interpreter's path reaches neither
+        return
+    import torch
+
+    try:
+        import torch._dynamo  # noqa: F401
+    except Exception:  # an older or trimmed torch: nothing to settle
+        pass
+    torch.empty(1, device=device).add_(1)
+    torch.cuda.synchronize(device)
+
+
 def _tampered(before: dict[str, int], after: dict[str, int]) -> list[str]:
     return sorted(k for k, v in before.items() if k in after and after[k] != v)
 
@@ -96,8 +116,11 @@ class _ProcessState:
         except OSError:
             changed.append("working directory")
         os.chdir(self.cwd)
-        if dict(os.environ) != self.env:
-            changed.append("environment variables")
+        now = dict(os.environ)
+        if now != self.env:
+            names = sorted(k for k in now.keys() | self.env.keys() if now.get(k) != self.env.get(k))
+            changed.append("environment variables (" + ", ".join(names[:5])
+                           + (", ..." if len(names) > 5 else "") + ")")
             os.environ.clear()
             os.environ.update(self.env)
         if sys.path != self.path:
@@ -150,6 +173,7 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
     if not trusted:  # the trusted mode exists to measure what the judge costs
         evaluator.remote_check = RemoteChecker(ask)
     plugins: set[str] = set()
+    _settle_libraries(device)
     state = _ProcessState()
     baseline: dict[str, int] | None = None
     while True:
