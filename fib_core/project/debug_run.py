@@ -152,11 +152,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workload", required=True, help="uuid or prefix")
     p.add_argument("--device", choices=["cuda", "cpu"])
     p.add_argument("--nvtx", action="store_true", help=f"wrap the call in NVTX '{NVTX_RANGE}'")
+    p.add_argument("--definition", help="one definition of a track fork (default: config's)")
     a = p.parse_args(argv)
     device = resolve_device(a.device)
     if device == "cpu":  # Triton kernels through the interpreter, as in the CPU smoke run
         os.environ["TRITON_INTERPRET"] = "1"
-    ws = open_workspace(a.config)
+    ws = open_workspace(a.config, a.definition)
     workload = pick_workload(ws.trace_set, ws.definition.name, [a.workload], False)
     call = run_workspace_once(ws, workload, device=device, nvtx=a.nvtx)
     print(verdict_line(workload, call))

@@ -94,6 +94,8 @@ def one_workload_mode(
     if mode == "inline":
         return _inline(ws, workload, a.device, console)
     child = child_command(config_path, workload.uuid, nvtx=mode == "ncu")
+    if ws.cfg.track:  # a track fork: the child opens the same definition
+        child += ["--definition", ws.cfg.solution.definition]
     if mode == "ncu":
         return _ncu(workload, child, a.ncu, console)
     return _sanitize(workload, child, a.sanitize, source_dir, console)

@@ -139,6 +139,8 @@ def check_definition(
     evaluate: Evaluate,
 ) -> DefinitionPlan:
     """Pack, audit and find or make the passing run of one definition."""
+    from rich.markup import escape
+
     from fib_core.project.submission_audit import (
         ERROR,
         Finding,
@@ -162,7 +164,11 @@ def check_definition(
     )
     for finding in plan.findings:
         style = "red" if finding.severity == ERROR else "yellow"
-        console.print(f"  [{style}]{finding}[/]", highlight=False)
+        console.print(f"  [{style}]{escape(str(finding))}[/]", highlight=False)
+    from fib_core.project.audit import audit_solution
+
+    for suspect in audit_solution(plan.solution):  # the harness-tampering audit: shown only
+        console.print(f"  [yellow]{escape(f'warning: {suspect} [tampering]')}[/]", highlight=False)
     if plan.errors:
         plan.refusal = "audit errors: not run"
         return plan

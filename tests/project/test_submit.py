@@ -166,6 +166,7 @@ def test_audit_errors_stop_before_any_run(fork: Path, on_gpu: None) -> None:
     assert submit(config, SubmitOptions(), console, evaluate=run) == 1
     assert run.calls == [(DECODE, False)]  # prefill never ran
     assert "error: kernel.py:1: imports flashinfer" in out.getvalue()
+    assert "[flashinfer-calls]" in out.getvalue()
     assert git(fork, "tag", "--list") == ""
 
 
@@ -338,3 +339,31 @@ def test_track_run_helpers(tmp_path: Path) -> None:
     ts = score_track({DECODE: results(DECODE, 4.0)})
     assert ts is not None and ts.score == pytest.approx(2.0) and ts.missing == (PREFILL,)
     assert score_track({DECODE: results(DECODE, 4.0, device="cpu")}) is None
+
+
+def test_tampering_patterns_are_shown_but_do_not_block(fork: Path, on_gpu: None) -> None:
+    kernel = fork / "solution" / DECODE / "triton" / "kernel.py"
+    kernel.write_text("import sys\n_caller = sys._getframe(1)\n" + kernel.read_text())
+    git(fork, "commit", "-qam", "introspection")
+    console, out = _console()
+    run = Recorder({DECODE: 2.0, PREFILL: 1.0})
+    assert submit(fork / "config.toml", SubmitOptions(dry_run=True), console, run) == 0
+    assert "kernel.py:2" in out.getvalue() and "[tampering]" in out.getvalue()
+
+
+@pytest.mark.slow
+def test_run_local_track_runs_both_definitions_and_says_there_is_no_score(fork: Path) -> None:
+    """run_local.py --track on a CPU: both smoke runs, one JSON each, no track score."""
+    out = subprocess.run(
+        [sys.executable, "scripts/run_local.py", "--track", "--no-ledger", "--json", "r.json"],
+        cwd=fork,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(fork), "HOME": str(fork), "COLUMNS": "120"},
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "track (CPU smoke: correctness only, no score)" in out.stdout
+    for definition in (DECODE, PREFILL):
+        assert (fork / f"r-{definition}.json").is_file()
+        assert f"{definition}" in out.stdout.split("track (CPU smoke", 1)[1]
