@@ -11,7 +11,8 @@ runs/ledger.jsonl (from run_local.py --contest) is accepted, otherwise it runs n
 GPU those settings cannot run and nothing is tagged, unless --allow-smoke (the tag message then
 says it was a CPU smoke check only). Tags are made on commits whose config.toml names that one
 definition; your branch, index and working tree are left as they are.
-Exit status: 0 tagged (or a clean dry run), 1 refused, 2 usage error.
+Exit status: 0 tagged (or a clean dry run), 1 refused by a check, 2 usage error (bad config,
+uncommitted changes, no git repository).
 """
 
 from __future__ import annotations
