@@ -29,16 +29,9 @@ from typing import Any
 from fib_core.bench.logs import clip_text
 from fib_core.bench.traces import json_safe
 from fib_core.bench.wire import WireError, decode_values, encode_values, validate_values
+from fib_core.data.trace import EvaluationStatus
 
-STATUSES = (
-    "PASSED",
-    "INCORRECT_SHAPE",
-    "INCORRECT_NUMERICAL",
-    "INCORRECT_DTYPE",
-    "RUNTIME_ERROR",
-    "COMPILE_ERROR",
-    "TIMEOUT",
-)
+STATUSES = tuple(status.value for status in EvaluationStatus)
 MAX_SETS = 4096
 MAX_EXTRA_BYTES = 256 << 10
 ESSENTIAL_EXTRAS = ("seed", "device", "solution_hash", "runner", "timing", "num_input_sets")
@@ -57,7 +50,6 @@ class RemoteChecker:
         self, definition: Any, outputs: Sequence, set_index: int, prep: Any, label: str
     ) -> Any:
         from fib_core.bench.check import CheckResult, check_structure
-        from fib_core.data.trace import EvaluationStatus
 
         failed = check_structure(definition, outputs, expected_like(definition, prep.axes))
         if failed is not None:
@@ -239,12 +231,12 @@ class JudgeServer:
 
         st = self._task(task, n_sets)
         if set_index >= len(st.sets):
-            return {"status": "RUNTIME_ERROR", "message": f"input set {set_index} does not exist"}
+            return {"status": EvaluationStatus.RUNTIME_ERROR, "message": f"input set {set_index} does not exist"}
         try:
             want = self._reference(st, set_index)
         except Exception as err:  # the Evaluator's _Failed: the reference's fault
             return {
-                "status": "RUNTIME_ERROR",
+                "status": EvaluationStatus.RUNTIME_ERROR,
                 "judge_error": True,
                 "message": getattr(err, "log", None) or f"reference failed: {err}",
             }
@@ -286,7 +278,7 @@ class TaskLedger:
     failure: dict | None = None  # the first failing verdict
 
     def record(self, header: dict, verdict: dict) -> None:
-        if verdict["status"] != "PASSED":
+        if verdict["status"] != EvaluationStatus.PASSED:
             self.failure = self.failure or verdict
             return
         if header["label"] == "timed":
@@ -365,7 +357,7 @@ def final_result(task_id: int, report: dict, ledger: TaskLedger, latency: dict |
 
     extra = report["extra"]
     status = report["status"]
-    if status != "PASSED":
+    if status != EvaluationStatus.PASSED:
         corr = report["correctness"]
         if ledger.failure is not None and ledger.failure["status"] == status:
             corr = ledger.failure.get("correctness")
@@ -376,7 +368,7 @@ def final_result(task_id: int, report: dict, ledger: TaskLedger, latency: dict |
     n_sets = n_sets if isinstance(n_sets, int) and not isinstance(n_sets, bool) else 1
     why = ledger.passed_everything(n_sets)
     if why is not None:
-        failed = ledger.failure or {"status": "RUNTIME_ERROR"}
+        failed = ledger.failure or {"status": EvaluationStatus.RUNTIME_ERROR}
         return EvalResult(
             task_id,
             failed["status"],
@@ -395,7 +387,7 @@ def final_result(task_id: int, report: dict, ledger: TaskLedger, latency: dict |
         or latency_ms <= 0
     ):
         return EvalResult(
-            task_id, "RUNTIME_ERROR", "the worker reported no valid latency", None, None, extra
+            task_id, EvaluationStatus.RUNTIME_ERROR, "the worker reported no valid latency", None, None, extra
         )
     known = ("latency_ms", "reference_latency_ms", "speedup_factor")
     perf_extra = {k: v for k, v in perf.items() if k not in known}  # Performance's extras
@@ -413,7 +405,7 @@ def final_result(task_id: int, report: dict, ledger: TaskLedger, latency: dict |
     assert ledger.first is not None
     return EvalResult(
         task_id,
-        "PASSED",
+        EvaluationStatus.PASSED,
         clip_text(ledger.first.get("message", "")),
         _corr_dict(ledger.first.get("correctness")),
         performance,

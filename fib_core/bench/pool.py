@@ -40,6 +40,7 @@ from fib_core.bench.logs import clip_text, read_bounded
 from fib_core.bench.protocol import EvalResult, EvalTask
 from fib_core.bench.sandbox import TOKEN_VAR, kill_tagged
 from fib_core.bench.wire import DEFAULT_MAX_BLOB, ChildGone, WireError, read_frame, send_object
+from fib_core.data.trace import EvaluationStatus
 
 TAIL_LINES = 30
 STARTUP_TIMEOUT_S = 180.0
@@ -195,7 +196,7 @@ class WorkerHandle:
                     self.kill()
                     log = (f"timed out after {timeout:g} s for the workload, in phase '{phase}' "
                            "(killed the worker)")
-                    return EvalResult(task.task_id, "TIMEOUT", _with_tail(log, self.tail(offset)))
+                    return EvalResult(task.task_id, EvaluationStatus.TIMEOUT, _with_tail(log, self.tail(offset)))
                 kind = header["type"]
                 if header.get("task") != task.task_id:
                     raise WireError(f"a {kind[:40]!r} message for another task")
@@ -213,7 +214,7 @@ class WorkerHandle:
                     report = validate_result(header)
                     self.tainted = report["tainted"]
                     latency = None
-                    if (report["status"] == "PASSED" and judge is not None
+                    if (report["status"] == EvaluationStatus.PASSED and judge is not None
                             and cfg.profile_baseline and ledger.failure is None):
                         phase = "reference-timing (judge)"
                         n_sets = report["extra"].get("num_input_sets", 1)
@@ -224,7 +225,7 @@ class WorkerHandle:
                     if judge is None and self.trusted:
                         return _trusted_result(task.task_id, report)
                     result = final_result(task.task_id, report, ledger, latency)
-                    if report["status"] == "PASSED" and result.status != "PASSED":
+                    if report["status"] == EvaluationStatus.PASSED and result.status != EvaluationStatus.PASSED:
                         self.kill()  # it claimed a pass the judge did not give: retire it
                     return result
                 else:
@@ -254,7 +255,7 @@ class WorkerHandle:
 
     def _died(self, task: EvalTask, offset: int, reason: str) -> EvalResult:
         self.kill()
-        return EvalResult(task.task_id, "RUNTIME_ERROR", _with_tail(reason, self.tail(offset)))
+        return EvalResult(task.task_id, EvaluationStatus.RUNTIME_ERROR, _with_tail(reason, self.tail(offset)))
 
     def _exit_text(self) -> str:
         if self.proc is None:
@@ -306,16 +307,16 @@ class JudgeHandle(WorkerHandle):
             header, _ = self._receive(deadline)
         except _Timeout:
             self.kill()
-            raise JudgeFailed("TIMEOUT", f"timed out while the judge was {what} "
+            raise JudgeFailed(EvaluationStatus.TIMEOUT, f"timed out while the judge was {what} "
                               "(the reference's time counts towards the workload's)") from None
         except (WorkerDied, WireError, OSError) as err:
             tail = self.tail()
             self.kill()
-            raise JudgeFailed("RUNTIME_ERROR", _with_tail(
+            raise JudgeFailed(EvaluationStatus.RUNTIME_ERROR, _with_tail(
                 f"the judge process failed while {what} ({err}); not the solution's fault",
                 tail)) from None
         if header["type"] == "failed":
-            raise JudgeFailed("RUNTIME_ERROR", "the judge failed while " + what
+            raise JudgeFailed(EvaluationStatus.RUNTIME_ERROR, "the judge failed while " + what
                               + " (not the solution's fault):\n" + str(header.get("message")))
         return header
 
@@ -325,9 +326,9 @@ class JudgeHandle(WorkerHandle):
                            "checking outputs")
         status = header.get("status")
         if header["type"] != "verdict" or status not in STATUSES:
-            raise JudgeFailed("RUNTIME_ERROR", "the judge answered an unexpected message")
+            raise JudgeFailed(EvaluationStatus.RUNTIME_ERROR, "the judge answered an unexpected message")
         if header.get("judge_error"):
-            raise JudgeFailed("RUNTIME_ERROR", clip_text(str(header.get("message"))))
+            raise JudgeFailed(EvaluationStatus.RUNTIME_ERROR, clip_text(str(header.get("message"))))
         return {"status": status, "message": clip_text(str(header.get("message", ""))),
                 "correctness": header.get("correctness")
                 if isinstance(header.get("correctness"), dict) else None}
@@ -335,11 +336,11 @@ class JudgeHandle(WorkerHandle):
     def latency(self, task: EvalTask, n_sets: int, deadline: float) -> dict:
         header = self._ask(("latency", task, n_sets), deadline, "timing the reference")
         if header["type"] != "latency":
-            raise JudgeFailed("RUNTIME_ERROR", "the judge answered an unexpected message")
+            raise JudgeFailed(EvaluationStatus.RUNTIME_ERROR, "the judge answered an unexpected message")
         try:
             return validate_latency(header)
         except WireError as err:
-            raise JudgeFailed("RUNTIME_ERROR", str(err)) from None
+            raise JudgeFailed(EvaluationStatus.RUNTIME_ERROR, str(err)) from None
 
     def forget(self) -> None:
         if self.conn is not None and self.alive:
