@@ -42,7 +42,7 @@ from fib_core.dataset.roofline import (
 DEFINITION = "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048"
 REPO = Path(__file__).resolve().parents[1]
 STARTER_DIR = REPO / "starters" / DEFINITION / "triton"
-REFERENCE_FILE = REPO / "fib_core" / "dataset" / "references" / f"{DEFINITION}.py"
+REFERENCE_FILE = REPO / "fib_core" / "dataset" / "definitions" / DEFINITION / "reference.py"
 
 # (seq_len, local_expert_offset) of the 19 real workloads.
 WORKLOADS = [

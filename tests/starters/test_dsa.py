@@ -77,7 +77,7 @@ def indexer_starter() -> ModuleType:
 
 
 def reference(definition: str) -> ModuleType:
-    path = REPO / "fib_core" / "dataset" / "references" / f"{definition}.py"
+    path = REPO / "fib_core" / "dataset" / "definitions" / definition / "reference.py"
     return load_module(path, f"_reference_{definition}")
 
 

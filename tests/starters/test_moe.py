@@ -18,7 +18,7 @@ import torch
 DEFINITION = "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048"
 REPO = Path(__file__).resolve().parents[2]
 STARTER_DIR = REPO / "starters" / DEFINITION / "triton"
-REFERENCE_FILE = REPO / "fib_core" / "dataset" / "references" / f"{DEFINITION}.py"
+REFERENCE_FILE = REPO / "fib_core" / "dataset" / "definitions" / DEFINITION / "reference.py"
 
 # Real workloads: (seq_len, local_expert_offset), from the contest's workload file.
 REAL_WORKLOADS = [
