@@ -39,6 +39,7 @@ PINNED_PACKAGES = {
     "safetensors": "0.6.2",
     "tomli-w": "1.2.0",
     "rich": "14.1.0",
+    "numpy": "2.3.5",  # safetensors writes blobs and Triton's interpreter reads them through it
 }
 # Image builds see no GPU, so CUDA code is built for the B200's own ISA explicitly:
 # sm_100a, not sm_100, or Blackwell-only instructions (tcgen05, TMEM) are unavailable.

@@ -177,9 +177,13 @@ def checker_for(definition: Definition) -> tuple[str, CheckerFn | None]:
 
 
 def check_structure(
-    definition: Definition, outputs: Sequence, reference: Sequence
+    definition: Definition, outputs: Sequence, reference: Sequence, device: str | None = None
 ) -> CheckResult | None:
-    """A failed CheckResult when count, type, shape or dtype differ; None when all agree."""
+    """A failed CheckResult when count, type, shape or dtype differ; None when all agree.
+
+    ``device`` names the inputs' device in messages when ``reference`` holds only stand-ins
+    (the worker checks structure against shapes on the meta device, never real outputs).
+    """
     import torch
 
     from fib_core.data.dtypes import dtype_name
@@ -221,7 +225,7 @@ def check_structure(
                 EvaluationStatus.RUNTIME_ERROR,
                 None,
                 f"output {name!r} is a meta-device tensor (a shape without data); return "
-                f"it on the inputs' device ({want.device.type})",
+                f"it on the inputs' device ({device or want.device.type})",
             )
     return None
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,7 +52,10 @@ class RemoteChecker:
     ) -> Any:
         from fib_core.bench.check import CheckResult, check_structure
 
-        failed = check_structure(definition, outputs, expected_like(definition, prep.axes))
+        device = next((t.device.type for t in prep.sets[0] if hasattr(t, "device")), None)
+        failed = check_structure(
+            definition, outputs, expected_like(definition, prep.axes), device=device
+        )
         if failed is not None:
             return failed
         try:
@@ -154,6 +158,7 @@ class _TaskState:
     sets: _LazySets
     refs: dict[int, list] | None = None  # the checked sets' and the re-check pool's
     latency: tuple[float, dict] | None = None
+    reference_seconds: float = 0.0  # the reference pass, for the trace's phase breakdown
 
 
 class JudgeServer:
@@ -202,10 +207,14 @@ class JudgeServer:
 
     def _references(self, st: _TaskState) -> dict[int, list]:
         if st.refs is None:
-            with self.evaluator._reference_errors():
-                st.refs, st.latency = self.evaluator._references(
-                    st.definition, st.workload, st.sets, st.cfg
-                )
+            started = time.perf_counter()
+            try:
+                with self.evaluator._reference_errors():
+                    st.refs, st.latency = self.evaluator._references(
+                        st.definition, st.workload, st.sets, st.cfg
+                    )
+            finally:
+                st.reference_seconds = round(time.perf_counter() - started, 3)
         return st.refs
 
     def _reference(self, st: _TaskState, k: int) -> list:
@@ -254,10 +263,11 @@ class JudgeServer:
         """The reference latency measured (or loaded from the signed cache) in this process."""
         st = self._task(task, n_sets)
         self._references(st)
+        seconds = st.reference_seconds
         if not st.cfg.profile_baseline or st.latency is None:
-            return {"latency_ms": 0.0, "extra": {"skipped": True}}
+            return {"latency_ms": 0.0, "extra": {"skipped": True}, "seconds": seconds}
         ms, extra = st.latency
-        return {"latency_ms": float(ms), "extra": json_safe(extra)}
+        return {"latency_ms": float(ms), "extra": json_safe(extra), "seconds": seconds}
 
     def forget(self) -> None:
         self.state = None
@@ -395,6 +405,7 @@ def final_result(task_id: int, report: dict, ledger: TaskLedger, latency: dict |
     if latency is not None:
         ref_ms = latency["latency_ms"]
         perf_extra["reference_timing"] = latency["extra"]
+        _charge_reference_phase(extra, latency.get("seconds", 0.0))
     speedup = ref_ms / latency_ms if ref_ms > 0 else 0.0
     performance = {
         **perf_extra,
@@ -421,11 +432,30 @@ def _corr_dict(raw: Any) -> dict | None:
 
 def validate_latency(header: dict) -> dict:
     ms, extra = header.get("latency_ms"), header.get("extra")
+    seconds = header.get("seconds", 0.0)
     if (
         not isinstance(ms, (int, float))
         or not math.isfinite(ms)
         or ms < 0
         or not isinstance(extra, dict)
+        or not isinstance(seconds, (int, float))
+        or not math.isfinite(seconds)
+        or seconds < 0
     ):
         raise WireError("malformed reference latency from the judge")
-    return {"latency_ms": float(ms), "extra": extra}
+    return {"latency_ms": float(ms), "extra": extra, "seconds": float(seconds)}
+
+
+def _charge_reference_phase(extra: dict, seconds: float) -> None:
+    """Move the judge's reference pass into the trace's phase breakdown.
+
+    The pass runs while the worker waits on its first check (its "run" phase), so those seconds
+    are the reference's, not the solution's: ``--profile-harness`` shows them as "reference".
+    """
+    phases = extra.get("phase_seconds")
+    if not isinstance(phases, dict) or seconds <= 0:
+        return
+    run = phases.get("run")
+    if isinstance(run, (int, float)) and not isinstance(run, bool):
+        phases["run"] = round(max(0.0, run - seconds), 3)
+    phases["reference"] = round(seconds, 3)
