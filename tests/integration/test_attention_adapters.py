@@ -370,3 +370,24 @@ def test_write_back_outputs():
     assert torch.equal(out_buf, output) and torch.equal(lse_buf, lse)
     got = write_back_outputs(output=output, lse=lse, want_lse=False, out_buf=torch.zeros(2, 3))
     assert isinstance(got, torch.Tensor) and torch.equal(got, output)
+
+
+def test_a_plan_the_adapter_cannot_read_still_runs_flashinfer(fake_flashinfer):
+    """A FlashInfer whose plan() names its arguments differently: plan and run stay FlashInfer's."""
+    import flashinfer
+
+    cls = flashinfer.BatchDecodeWithPagedKVCacheWrapper
+
+    def renamed_plan(
+        self, kv_indptr, kv_indices, kv_last, num_qo_heads, num_kv_heads, head_dim, page_size
+    ):
+        self.planned = ("renamed", num_qo_heads)
+
+    cls.plan = renamed_plan
+    install_flashinfer_integrations()
+    seen = []
+    set_apply_hook(lambda name, kw: seen.append(name))
+    wrapper = cls(None, "NHD")
+    plan, q, cache = paged_decode_call()
+    wrapper.plan(plan["indptr"], plan["indices"], plan["last_page_len"], 8, 2, 16, 1)
+    assert wrapper.run(q, cache)[1] == ("renamed", 8) and seen == []

@@ -110,7 +110,7 @@ class PlanRunAdapter:
             try:
                 bound = binder.bind((inst, *args), kwargs)
                 record = self.record_plan(inst, bound)
-            except (TypeError, ValueError, IndexError, AttributeError):
+            except (TypeError, ValueError, KeyError, IndexError, AttributeError):
                 record = None  # a plan call the adapter cannot read: run stays FlashInfer's
             if record is not None:
                 state["plan"] = record
