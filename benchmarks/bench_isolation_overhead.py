@@ -107,7 +107,12 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: 2 workloads, 1 round, few calls"
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.workloads, args.rounds, args.warmup, args.iterations = 2, 1, 1, 2
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-isolation-"))
     try:

@@ -26,6 +26,7 @@ pytestmark = pytest.mark.slow
 # script -> (extra arguments, runs on a CPU, what a CPU run must print)
 SCRIPTS: dict[str, tuple[list[str], bool, str]] = {
     "bench_apply.py": ([], True, "routed"),
+    "bench_isolation_overhead.py": ([], True, "overhead:"),
     "bench_turnaround.py": ([], True, "gdn_decode"),
     "bench_build.py": ([], True, "per call, Runnable(*args)"),
     "bench_traceset_load.py": ([], True, "TraceSet.from_path over 1 runs"),
