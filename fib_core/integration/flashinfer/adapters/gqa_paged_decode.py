@@ -38,6 +38,23 @@ def split_paged_cache(inst: Any, paged_kv_cache: Any, num_kv_heads: int) -> tupl
     return cache[:, 0], cache[:, 1]
 
 
+def paged_runtime_kwargs(
+    inst: Any, plan: dict[str, Any], bound: dict[str, Any], index_keys: tuple[str, ...]
+) -> dict[str, Any] | None:
+    """The routed call's inputs for a paged GQA wrapper (decode and prefill alike): ``q``, the
+    NHD ``k_cache``/``v_cache``, the plan's index tensors named in ``index_keys``,
+    ``kv_last_page_len`` when pages hold more than one token, and ``sm_scale``."""
+    caches = split_paged_cache(inst, bound.get("paged_kv_cache"), plan["num_kv_heads"])
+    if caches is None:
+        return None
+    kwargs = {"q": bound["q"], "k_cache": caches[0], "v_cache": caches[1]}
+    kwargs.update((key, plan[key]) for key in index_keys)
+    if plan["page_size"] > 1:
+        kwargs["kv_last_page_len"] = plan["kv_last_page_len"]
+    kwargs["sm_scale"] = pick_sm_scale_gqa(plan["head_dim"], given_scale(plan, bound))
+    return kwargs
+
+
 class GQAPagedDecodeAdapter(PlanRunAdapter):
     """Targets and wrappers for ``flashinfer.BatchDecodeWithPagedKVCacheWrapper``."""
 
@@ -70,17 +87,4 @@ class GQAPagedDecodeAdapter(PlanRunAdapter):
     def runtime_kwargs(
         self, inst: Any, plan: dict[str, Any], bound: dict[str, Any]
     ) -> dict[str, Any] | None:
-        caches = split_paged_cache(inst, bound.get("paged_kv_cache"), plan["num_kv_heads"])
-        if caches is None:
-            return None
-        kwargs = {
-            "q": bound["q"],
-            "k_cache": caches[0],
-            "v_cache": caches[1],
-            "kv_indptr": plan["kv_indptr"],
-            "kv_indices": plan["kv_indices"],
-        }
-        if plan["page_size"] > 1:
-            kwargs["kv_last_page_len"] = plan["kv_last_page_len"]
-        kwargs["sm_scale"] = pick_sm_scale_gqa(plan["head_dim"], given_scale(plan, bound))
-        return kwargs
+        return paged_runtime_kwargs(inst, plan, bound, ("kv_indptr", "kv_indices"))

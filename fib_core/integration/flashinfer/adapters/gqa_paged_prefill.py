@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..common import pick_sm_scale_gqa
-from .gqa_paged_decode import split_paged_cache
-from .plan_run import PLAN_DEFAULTS, PlanRunAdapter, given_scale, plain
+from .gqa_paged_decode import paged_runtime_kwargs
+from .plan_run import PLAN_DEFAULTS, PlanRunAdapter, plain
 
 
 class GQAPagedPrefillAdapter(PlanRunAdapter):
@@ -55,18 +54,6 @@ class GQAPagedPrefillAdapter(PlanRunAdapter):
     def runtime_kwargs(
         self, inst: Any, plan: dict[str, Any], bound: dict[str, Any]
     ) -> dict[str, Any] | None:
-        caches = split_paged_cache(inst, bound.get("paged_kv_cache"), plan["num_kv_heads"])
-        if caches is None:
-            return None
-        kwargs = {
-            "q": bound["q"],
-            "k_cache": caches[0],
-            "v_cache": caches[1],
-            "qo_indptr": plan["qo_indptr"],
-            "kv_indptr": plan["kv_indptr"],
-            "kv_indices": plan["kv_indices"],
-        }
-        if plan["page_size"] > 1:
-            kwargs["kv_last_page_len"] = plan["kv_last_page_len"]
-        kwargs["sm_scale"] = pick_sm_scale_gqa(plan["head_dim"], given_scale(plan, bound))
-        return kwargs
+        return paged_runtime_kwargs(
+            inst, plan, bound, ("qo_indptr", "kv_indptr", "kv_indices")
+        )
