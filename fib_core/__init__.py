@@ -14,8 +14,7 @@ They are the names the organizers' ``flashinfer_bench`` package exposes at its t
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from fib_core._lazy import lazy_attributes
 
 __version__ = "0.1.0"
 
@@ -75,13 +74,7 @@ def _bind_apply() -> None:
 _bind_apply()
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fib_core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY, globals())
 
 
 def __dir__() -> list[str]:

@@ -48,8 +48,7 @@ Importing this package does not import torch; the engine's heavy modules load on
 
 from __future__ import annotations
 
-from typing import Any
-
+from fib_core._lazy import lazy_attributes
 from fib_core.bench.config import BenchmarkConfig
 from fib_core.bench.events import (
     Log,
@@ -88,10 +87,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fib_core.bench' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_attributes(__name__, _LAZY)

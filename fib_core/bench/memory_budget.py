@@ -11,25 +11,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from fib_core.data.dtypes import element_bytes
 from fib_core.errors import FibError
-
-# Bytes per element of each dtype name the format knows (fp4 packs two values a byte: the
-# tensors hold one byte per stored element).
-_ELEMENT_BYTES = {
-    "float64": 8,
-    "float32": 4,
-    "float16": 2,
-    "bfloat16": 2,
-    "float8_e4m3fn": 1,
-    "float8_e5m2": 1,
-    "float4_e2m1": 1,
-    "int64": 8,
-    "int32": 4,
-    "int16": 2,
-    "int8": 1,
-    "uint8": 1,
-    "bool": 1,
-}
 
 
 class WorkloadTooLargeError(FibError):
@@ -47,7 +30,7 @@ def tensor_bytes(definition: Any, axes: dict[str, int]) -> tuple[int, list[tuple
         count = 1
         for dim in shape:
             count *= dim
-        sizes.append((name, count * _ELEMENT_BYTES.get(specs[name].dtype, 8)))
+        sizes.append((name, count * element_bytes(specs[name].dtype)))
     sizes.sort(key=lambda item: -item[1])
     return sum(b for _, b in sizes), sizes
 

@@ -27,26 +27,14 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from fib_core.data.dtypes import TORCH_ELEMENT_BYTES
+
 MAGIC = b"FIB1"
 _PREFIX = struct.Struct("<4sIQ")
 MAX_HEADER_BYTES = 4 << 20  # results carry logs and extras; both are clipped before sending
 DEFAULT_MAX_BLOB = 1 << 30  # outputs whose size the definition does not pin down
-# Element sizes of the dtypes outputs may have (bytes per stored element).
-ITEMSIZE = {
-    "float64": 8,
-    "float32": 4,
-    "float16": 2,
-    "bfloat16": 2,
-    "int64": 8,
-    "int32": 4,
-    "int16": 2,
-    "int8": 1,
-    "uint8": 1,
-    "bool": 1,
-    "float8_e4m3fn": 1,
-    "float8_e5m2": 1,
-    "float4_e2m1fn_x2": 1,
-}
+# The dtypes a tensor on the wire may have (torch's names), with their element sizes.
+ITEMSIZE = TORCH_ELEMENT_BYTES
 
 
 class WireError(Exception):

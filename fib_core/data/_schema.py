@@ -9,8 +9,8 @@ trace in a dataset: loading tens of thousands of records must stay cheap.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from fib_core.errors import SchemaError
 
@@ -51,6 +51,25 @@ def nested(err: SchemaError, prefix: str) -> SchemaError:
     )
 
 
+T = TypeVar("T")
+
+
+def parse_under(field: str, parse: Callable[[Any], T], raw: Any) -> T:
+    """``parse(raw)`` for a nested object: a SchemaError it raises names its field path under
+    ``field`` (``evaluation.performance.latency_ms``), so the message points into the file."""
+    try:
+        return parse(raw)
+    except SchemaError as err:
+        raise nested(err, field) from None
+
+
+def parse_entries(raw: Any, field: str, parse: Callable[[Any], T]) -> dict[str, T]:
+    """``{name: parse(value)}`` for a JSON object of named entries (axes, inputs, outputs);
+    an error names the entry (``inputs.q.dtype``)."""
+    as_object(raw, field)
+    return {name: parse_under(f"{field}.{name}", parse, value) for name, value in raw.items()}
+
+
 def as_object(value: Any, field: str) -> dict:
     if not isinstance(value, dict):
         raise SchemaError(JSON_OBJECT, field=field or None, found=shown(value))
@@ -66,7 +85,9 @@ def require(d: dict, key: str, field: str) -> Any:
 
 def check_str(value: Any, field: str, *, non_empty: bool = True) -> str:
     if not isinstance(value, str) or (non_empty and not value):
-        raise SchemaError("a non-empty string" if non_empty else "a string", field=field, found=shown(value))
+        raise SchemaError(
+            "a non-empty string" if non_empty else "a string", field=field, found=shown(value)
+        )
     return value
 
 
@@ -196,3 +217,19 @@ def in_order(out: dict, order: Iterable[str] | None) -> dict:
 def was_present(order: tuple[str, ...] | None, key: str) -> bool:
     """True if the parsed input spelled ``key`` out, so it is written back even at its default."""
     return order is not None and key in order
+
+
+def put_optional(
+    out: dict, order: tuple[str, ...] | None, key: str, value: Any, default: Any = None
+) -> None:
+    """Write an optional key unless it holds its default and the parsed input left it out:
+    files stay as short as the format allows, and a file's explicit default round-trips."""
+    if value != default or was_present(order, key):
+        out[key] = value
+
+
+def with_unknown(out: dict, unknown: dict, order: tuple[str, ...] | None) -> dict:
+    """``out`` plus the keys the schema does not name, in the parsed input's key order: what
+    every ``to_dict`` ends with, so newer files round-trip byte for byte."""
+    out.update(unknown)
+    return in_order(out, order)

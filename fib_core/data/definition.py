@@ -46,10 +46,8 @@ class AxisConst:
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = {"type": "const", "value": self.value}
-        if self.description is not None or s.was_present(self._keys, "description"):
-            out["description"] = self.description
-        out.update(self.extra)
-        return s.in_order(out, self._keys)
+        s.put_optional(out, self._keys, "description", self.description)
+        return s.with_unknown(out, self.extra, self._keys)
 
 
 @dataclass
@@ -77,10 +75,8 @@ class AxisVar:
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = {"type": "var"}
-        if self.description is not None or s.was_present(self._keys, "description"):
-            out["description"] = self.description
-        out.update(self.extra)
-        return s.in_order(out, self._keys)
+        s.put_optional(out, self._keys, "description", self.description)
+        return s.with_unknown(out, self.extra, self._keys)
 
 
 Axis = AxisConst | AxisVar
@@ -145,12 +141,9 @@ class TensorSpec:
             "shape": list(self.shape) if self.shape is not None else None,
             "dtype": self.dtype,
         }
-        if self.description is not None or s.was_present(self._keys, "description"):
-            out["description"] = self.description
-        if self.optional or s.was_present(self._keys, "optional"):
-            out["optional"] = self.optional
-        out.update(self.extra)
-        return s.in_order(out, self._keys)
+        s.put_optional(out, self._keys, "description", self.description)
+        s.put_optional(out, self._keys, "optional", self.optional, False)
+        return s.with_unknown(out, self.extra, self._keys)
 
 
 # Names a constraint expression may call besides the axes and tensors.
@@ -183,8 +176,17 @@ class Definition:
     _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
     _KNOWN: ClassVar[frozenset[str]] = frozenset(
-        {"name", "description", "op_type", "tags", "axes", "constraints", "inputs", "outputs",
-         "reference"}
+        {
+            "name",
+            "description",
+            "op_type",
+            "tags",
+            "axes",
+            "constraints",
+            "inputs",
+            "outputs",
+            "reference",
+        }
     )
 
     def __post_init__(self) -> None:
@@ -243,19 +245,12 @@ class Definition:
     @classmethod
     def from_dict(cls, d: dict) -> Definition:
         s.as_object(d, "")
-        axes_raw = s.as_object(s.require(d, "axes", ""), "axes")
-        axes = {}
-        for axis_name, raw in axes_raw.items():
-            try:
-                axes[axis_name] = axis_from_dict(raw)
-            except SchemaError as err:
-                raise s.nested(err, f"axes.{axis_name}") from None
         return cls(
             name=s.require(d, "name", ""),
             op_type=s.require(d, "op_type", ""),
-            axes=axes,
-            inputs=_tensors_from_dict(s.require(d, "inputs", ""), "inputs"),
-            outputs=_tensors_from_dict(s.require(d, "outputs", ""), "outputs"),
+            axes=s.parse_entries(s.require(d, "axes", ""), "axes", axis_from_dict),
+            inputs=s.parse_entries(s.require(d, "inputs", ""), "inputs", TensorSpec.from_dict),
+            outputs=s.parse_entries(s.require(d, "outputs", ""), "outputs", TensorSpec.from_dict),
             reference=s.require(d, "reference", ""),
             tags=d.get("tags", []),
             description=d.get("description"),
@@ -267,19 +262,15 @@ class Definition:
     def to_dict(self) -> dict:
         keys = self._keys
         out: dict[str, Any] = {"name": self.name}
-        if self.description is not None or s.was_present(keys, "description"):
-            out["description"] = self.description
+        s.put_optional(out, keys, "description", self.description)
         out["op_type"] = self.op_type
-        if self.tags or s.was_present(keys, "tags"):
-            out["tags"] = list(self.tags)
+        s.put_optional(out, keys, "tags", list(self.tags), [])
         out["axes"] = {k: v.to_dict() for k, v in self.axes.items()}
-        if self.constraints or s.was_present(keys, "constraints"):
-            out["constraints"] = list(self.constraints)
+        s.put_optional(out, keys, "constraints", list(self.constraints), [])
         out["inputs"] = {k: v.to_dict() for k, v in self.inputs.items()}
         out["outputs"] = {k: v.to_dict() for k, v in self.outputs.items()}
         out["reference"] = self.reference
-        out.update(self.extra)
-        return s.in_order(out, keys)
+        return s.with_unknown(out, self.extra, keys)
 
     # --- helpers the engine uses -------------------------------------------------------------
 
@@ -354,8 +345,9 @@ class Definition:
                     found=text,
                     hint=err.msg,
                 ) from None
-            names = frozenset(n.id for n in ast.walk(ast.parse(text, mode="eval"))
-                              if isinstance(n, ast.Name))
+            names = frozenset(
+                n.id for n in ast.walk(ast.parse(text, mode="eval")) if isinstance(n, ast.Name)
+            )
             compiled.append(_Constraint(text, code, names))
         self.__dict__["_constraint_cache"] = (list(self.constraints), compiled)
         return compiled
@@ -375,9 +367,7 @@ class Definition:
             namespace.update(inputs)
         failed = []
         for c in self._compiled_constraints():
-            usable = all(
-                n in _CONSTRAINT_BUILTINS or namespace.get(n) is not None for n in c.names
-            )
+            usable = all(n in _CONSTRAINT_BUILTINS or namespace.get(n) is not None for n in c.names)
             if not usable:
                 continue
             try:
@@ -418,7 +408,9 @@ class Definition:
         """
         return self.var_axis_bindings
 
-    def get_input_shapes(self, var_values: dict[str, int] | None = None) -> dict[str, list[int] | None]:
+    def get_input_shapes(
+        self, var_values: dict[str, int] | None = None
+    ) -> dict[str, list[int] | None]:
         """Input shapes as lists for these var-axis values (:meth:`input_shapes`, None = {})."""
         return _as_lists(self.input_shapes(var_values or {}))
 
@@ -431,17 +423,6 @@ class Definition:
 
 def _as_lists(shapes: dict[str, tuple[int, ...] | None]) -> dict[str, list[int] | None]:
     return {name: None if shape is None else list(shape) for name, shape in shapes.items()}
-
-
-def _tensors_from_dict(raw: Any, group: str) -> dict[str, TensorSpec]:
-    s.as_object(raw, group)
-    specs = {}
-    for tname, spec in raw.items():
-        try:
-            specs[tname] = TensorSpec.from_dict(spec)
-        except SchemaError as err:
-            raise s.nested(err, f"{group}.{tname}") from None
-    return specs
 
 
 def _hash_json(obj: Any) -> str:

@@ -33,6 +33,35 @@ _TORCH_ATTR = {name: name for name in DTYPE_NAMES}
 _TORCH_ATTR["float4_e2m1"] = "float4_e2m1fn_x2"
 
 
+# Bytes per stored element, by torch's name of each type (fp4 packs two values a byte: the
+# tensors hold one byte per stored element). Tensors crossing the engine's process boundary
+# may have exactly these types.
+TORCH_ELEMENT_BYTES: dict[str, int] = {
+    "float64": 8,
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "float4_e2m1fn_x2": 1,
+    "int64": 8,
+    "int32": 4,
+    "int16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+}
+
+
+def element_bytes(name: str, default: int = 8) -> int:
+    """Bytes per element of a dtype given by its format name or torch's, without torch.
+
+    >>> element_bytes("bfloat16"), element_bytes("float4_e2m1"), element_bytes("unknown")
+    (2, 1, 8)
+    """
+    return TORCH_ELEMENT_BYTES.get(_TORCH_ATTR.get(name, name), default)
+
+
 def is_dtype_name(name: object) -> bool:
     """True when ``name`` is one of :data:`DTYPE_NAMES` (used by schema validation)."""
     return isinstance(name, str) and name in _DTYPE_SET

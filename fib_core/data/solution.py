@@ -49,8 +49,14 @@ def check_relative_path(path: Any, field_name: str) -> str:
             field=field_name,
             found=path,
         )
-    long_part = next((p for p in path.split("/") if len(p.encode("utf-8", "surrogatepass"))
-                      > MAX_PATH_PART_BYTES), None)
+    long_part = next(
+        (
+            p
+            for p in path.split("/")
+            if len(p.encode("utf-8", "surrogatepass")) > MAX_PATH_PART_BYTES
+        ),
+        None,
+    )
     if long_part is not None:
         raise SchemaError(
             f"file and folder names of at most {MAX_PATH_PART_BYTES} bytes",
@@ -110,8 +116,14 @@ class BuildSpec:
     _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
     _KNOWN: ClassVar[frozenset[str]] = frozenset(
-        {"language", "target_hardware", "entry_point", "dependencies",
-         "destination_passing_style", "binding"}
+        {
+            "language",
+            "target_hardware",
+            "entry_point",
+            "dependencies",
+            "destination_passing_style",
+            "binding",
+        }
     )
 
     def __post_init__(self) -> None:
@@ -128,7 +140,9 @@ class BuildSpec:
         s.check_bool(self.destination_passing_style, "destination_passing_style")
         if self.binding not in SUPPORTED_BINDINGS:
             raise SchemaError(
-                " or ".join(repr(b) for b in SUPPORTED_BINDINGS), field="binding", found=self.binding
+                " or ".join(repr(b) for b in SUPPORTED_BINDINGS),
+                field="binding",
+                found=self.binding,
             )
         s.check_str(self.entry_point, "entry_point")
         file_part, sep, func = self.entry_point.partition("::")
@@ -172,16 +186,17 @@ class BuildSpec:
             "target_hardware": list(self.target_hardware),
             "entry_point": self.entry_point,
         }
-        if explicit or self.dependencies or s.was_present(keys, "dependencies"):
-            out["dependencies"] = list(self.dependencies)
-        if explicit or not self.destination_passing_style or s.was_present(
-            keys, "destination_passing_style"
-        ):
-            out["destination_passing_style"] = self.destination_passing_style
-        if explicit or self.binding != "tvm-ffi" or s.was_present(keys, "binding"):
-            out["binding"] = self.binding
-        out.update(self.extra)
-        return s.in_order(out, keys)
+        optional = (
+            ("dependencies", list(self.dependencies), []),
+            ("destination_passing_style", self.destination_passing_style, True),
+            ("binding", self.binding, "tvm-ffi"),
+        )
+        for key, value, default in optional:
+            if explicit:
+                out[key] = value
+            else:
+                s.put_optional(out, keys, key, value, default)
+        return s.with_unknown(out, self.extra, keys)
 
 
 @dataclass
@@ -207,15 +222,15 @@ class Solution:
         if not isinstance(self.spec, BuildSpec):
             raise SchemaError("a BuildSpec", field="spec", found=self.spec)
         if not isinstance(self.sources, list) or not self.sources:
-            raise SchemaError("a non-empty list of source files", field="sources",
-                              found=self.sources)
+            raise SchemaError(
+                "a non-empty list of source files", field="sources", found=self.sources
+            )
         seen: set[str] = set()
         for i, src in enumerate(self.sources):
             if not isinstance(src, SourceFile):
                 raise SchemaError("a SourceFile", field=f"sources[{i}]", found=src)
             if src.path in seen:
-                raise SchemaError("unique source paths", field=f"sources[{i}].path",
-                                  found=src.path)
+                raise SchemaError("unique source paths", field=f"sources[{i}].path", found=src.path)
             seen.add(src.path)
         clash = folder_clash([src.path for src in self.sources])
         if clash is not None:
@@ -236,20 +251,16 @@ class Solution:
     @classmethod
     def from_dict(cls, d: dict) -> Solution:
         s.as_object(d, "")
-        try:
-            spec = BuildSpec.from_dict(s.require(d, "spec", ""))
-        except SchemaError as err:
-            raise s.nested(err, "spec") from None
+        spec = s.parse_under("spec", BuildSpec.from_dict, s.require(d, "spec", ""))
         raw_sources = s.require(d, "sources", "")
         if not isinstance(raw_sources, list):
-            raise SchemaError("a list of {path, content} objects", field="sources",
-                              found=raw_sources)
-        sources = []
-        for i, raw in enumerate(raw_sources):
-            try:
-                sources.append(SourceFile.from_dict(raw))
-            except SchemaError as err:
-                raise s.nested(err, f"sources[{i}]") from None
+            raise SchemaError(
+                "a list of {path, content} objects", field="sources", found=raw_sources
+            )
+        sources = [
+            s.parse_under(f"sources[{i}]", SourceFile.from_dict, raw)
+            for i, raw in enumerate(raw_sources)
+        ]
         return cls(
             name=s.require(d, "name", ""),
             definition=s.require(d, "definition", ""),
@@ -268,12 +279,10 @@ class Solution:
             "definition": self.definition,
             "author": self.author,
         }
-        if self.description is not None or s.was_present(keys, "description"):
-            out["description"] = self.description
+        s.put_optional(out, keys, "description", self.description)
         out["spec"] = self.spec.to_dict()
         out["sources"] = [src.to_dict() for src in self.sources]
-        out.update(self.extra)
-        return s.in_order(out, keys)
+        return s.with_unknown(out, self.extra, keys)
 
     def get_source(self, path: str) -> SourceFile | None:
         for src in self.sources:

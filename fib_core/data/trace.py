@@ -86,10 +86,8 @@ class Correctness:
             "max_relative_error": s.write_float(self.max_relative_error),
             "max_absolute_error": s.write_float(self.max_absolute_error),
         }
-        if self.extra is not None or s.was_present(self._keys, "extra"):
-            out["extra"] = self.extra
-        out.update(self.unknown)
-        return s.in_order(out, self._keys)
+        s.put_optional(out, self._keys, "extra", self.extra)
+        return s.with_unknown(out, self.unknown, self._keys)
 
 
 @dataclass
@@ -135,8 +133,7 @@ class Performance:
             "reference_latency_ms": s.write_float(self.reference_latency_ms),
             "speedup_factor": s.write_float(self.speedup_factor),
         }
-        out.update(self.extra)
-        return s.in_order(out, self._keys)
+        return s.with_unknown(out, self.extra, self._keys)
 
 
 @dataclass
@@ -164,8 +161,7 @@ class Environment:
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = {"hardware": self.hardware, "libs": dict(self.libs)}
-        out.update(self.extra)
-        return s.in_order(out, self._keys)
+        return s.with_unknown(out, self.extra, self._keys)
 
 
 @dataclass
@@ -203,13 +199,15 @@ class Evaluation:
         wants_performance = self.status is EvaluationStatus.PASSED
         if wants_correctness != (self.correctness is not None):
             raise SchemaError(
-                ("an object" if wants_correctness else "null") + f" when status is {self.status.value}",
+                ("an object" if wants_correctness else "null")
+                + f" when status is {self.status.value}",
                 field="correctness",
                 found=_brief(self.correctness),
             )
         if wants_performance != (self.performance is not None):
             raise SchemaError(
-                ("an object" if wants_performance else "null") + f" when status is {self.status.value}",
+                ("an object" if wants_performance else "null")
+                + f" when status is {self.status.value}",
                 field="performance",
                 found=_brief(self.performance),
             )
@@ -227,21 +225,18 @@ class Evaluation:
         s.as_object(d, "")
         raw_corr = d.get("correctness")
         raw_perf = d.get("performance")
-        raw_env = s.require(d, "environment", "")
-        try:
-            environment = (
-                Environment.from_dict(raw_env) if cache is None else cache.environment(raw_env)
-            )
-        except SchemaError as err:
-            raise s.nested(err, "environment") from None
-        try:
-            correctness = None if raw_corr is None else Correctness.from_dict(raw_corr)
-        except SchemaError as err:
-            raise s.nested(err, "correctness") from None
-        try:
-            performance = None if raw_perf is None else Performance.from_dict(raw_perf)
-        except SchemaError as err:
-            raise s.nested(err, "performance") from None
+        parse_env = Environment.from_dict if cache is None else cache.environment
+        environment = s.parse_under("environment", parse_env, s.require(d, "environment", ""))
+        correctness = (
+            None
+            if raw_corr is None
+            else s.parse_under("correctness", Correctness.from_dict, raw_corr)
+        )
+        performance = (
+            None
+            if raw_perf is None
+            else s.parse_under("performance", Performance.from_dict, raw_perf)
+        )
         return cls(
             status=s.require(d, "status", ""),
             log=d.get("log", ""),
@@ -262,8 +257,7 @@ class Evaluation:
             "environment": self.environment.to_dict(),
             "timestamp": self.timestamp,
         }
-        out.update(self.extra)
-        return s.in_order(out, self._keys)
+        return s.with_unknown(out, self.extra, self._keys)
 
 
 def _brief(value: object) -> object:
@@ -310,18 +304,14 @@ class Trace:
     def from_dict(cls, d: dict, cache: ParseCache | None = None) -> Trace:
         """Parse a record; with a :class:`ParseCache`, equal workloads share one object."""
         s.as_object(d, "")
-        raw_workload = s.require(d, "workload", "")
-        try:
-            workload = (
-                Workload.from_dict(raw_workload) if cache is None else cache.workload(raw_workload)
-            )
-        except SchemaError as err:
-            raise s.nested(err, "workload") from None
+        parse_workload = Workload.from_dict if cache is None else cache.workload
+        workload = s.parse_under("workload", parse_workload, s.require(d, "workload", ""))
         raw_eval = d.get("evaluation")
-        try:
-            evaluation = None if raw_eval is None else Evaluation.from_dict(raw_eval, cache)
-        except SchemaError as err:
-            raise s.nested(err, "evaluation") from None
+        evaluation = (
+            None
+            if raw_eval is None
+            else s.parse_under("evaluation", lambda raw: Evaluation.from_dict(raw, cache), raw_eval)
+        )
         return cls(
             definition=s.require(d, "definition", ""),
             workload=workload,
@@ -338,8 +328,7 @@ class Trace:
             "workload": self.workload.to_dict(),
             "evaluation": None if self.evaluation is None else self.evaluation.to_dict(),
         }
-        out.update(self.extra)
-        return s.in_order(out, self._keys)
+        return s.with_unknown(out, self.extra, self._keys)
 
 
 class ParseCache:

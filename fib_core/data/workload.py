@@ -73,8 +73,12 @@ class SafetensorsInput:
         )
 
     def to_dict(self) -> dict:
-        return {"type": "safetensors", "path": self.path, "tensor_key": self.tensor_key,
-                **self.extra}
+        return {
+            "type": "safetensors",
+            "path": self.path,
+            "tensor_key": self.tensor_key,
+            **self.extra,
+        }
 
 
 InputSpec = RandomInput | ScalarInput | SafetensorsInput
@@ -125,17 +129,10 @@ class Workload:
     @classmethod
     def from_dict(cls, d: dict) -> Workload:
         s.as_object(d, "")
-        raw_inputs = s.as_object(s.require(d, "inputs", ""), "inputs")
-        inputs = {}
-        for name, raw in raw_inputs.items():
-            try:
-                inputs[name] = input_spec_from_dict(raw)
-            except SchemaError as err:
-                raise s.nested(err, f"inputs.{name}") from None
         return cls(
             uuid=s.require(d, "uuid", ""),
             axes=s.require(d, "axes", ""),
-            inputs=inputs,
+            inputs=s.parse_entries(s.require(d, "inputs", ""), "inputs", input_spec_from_dict),
             extra=s.unknown_keys(d, cls._KNOWN),
             _keys=s.key_order(d),
         )
@@ -146,5 +143,4 @@ class Workload:
             "axes": dict(self.axes),
             "inputs": {k: v.to_dict() for k, v in self.inputs.items()},
         }
-        out.update(self.extra)
-        return s.in_order(out, self._keys)
+        return s.with_unknown(out, self.extra, self._keys)

@@ -6,20 +6,14 @@ back ends). The organizers' classes load on first use, so importing a back end s
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from fib_core._lazy import lazy_attributes
 
 __all__ = ["CUDABuilder", "PythonBuilder", "TritonBuilder"]
 
 _LAZY = {
-    "CUDABuilder": "cuda_builder",
-    "PythonBuilder": "python_builder",
-    "TritonBuilder": "triton_builder",
+    "CUDABuilder": f"{__name__}.cuda_builder",
+    "PythonBuilder": f"{__name__}.python_builder",
+    "TritonBuilder": f"{__name__}.triton_builder",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+__getattr__ = lazy_attributes(__name__, _LAZY)

@@ -23,6 +23,7 @@ import importlib.util
 from typing import Any
 
 from ..patch_manager import get_manager
+from . import adapters
 from .adapters import (
     GDNDecodeAdapter,
     GQAPagedDecodeAdapter,
@@ -68,13 +69,8 @@ def install_flashinfer_integrations() -> list[str]:
 
 
 __all__ = [
+    *adapters.__all__,
     "ADAPTER_CLASSES",
-    "GDNDecodeAdapter",
-    "GQAPagedDecodeAdapter",
-    "GQAPagedPrefillAdapter",
-    "MLAPagedAdapter",
-    "MoEFP8BlockScaleAdapter",
-    "RaggedPrefillAdapter",
     "get_manager",
     "install_flashinfer_integrations",
     "route_or_call",

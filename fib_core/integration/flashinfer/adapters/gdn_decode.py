@@ -9,15 +9,12 @@ state is updated in place and ``output`` (when given) written, as FlashInfer doe
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 from typing import Any
 
-from fib_core.apply.binding import ArgBinder
-
-from ...patch_manager import PatchSpec
 from ..common import route_or_call, shape_of
+from .function_call import FunctionAdapter
 
 DEF_NAME = "gdn_decode_qk4_v8_d128_k_last"
 UNSUPPORTED_OPTIONS = (
@@ -28,21 +25,13 @@ UNSUPPORTED_OPTIONS = (
 )
 
 
-class GDNDecodeAdapter:
+class GDNDecodeAdapter(FunctionAdapter):
     """Targets and wrapper for FlashInfer's GDN decode entry point."""
 
-    def __init__(self) -> None:
-        self.def_name = DEF_NAME
-
-    def targets(self) -> list[PatchSpec]:
-        return [
-            PatchSpec(
-                "flashinfer.gdn_decode.gated_delta_rule_decode_pretranspose",
-                "function",
-                "gdn_decode",
-            ),
-            PatchSpec("flashinfer.gated_delta_rule_decode_pretranspose", "function", "gdn_decode"),
-        ]
+    DEF_NAME = DEF_NAME
+    NAME = "gdn_decode"
+    FUNCTION = "gated_delta_rule_decode_pretranspose"
+    MODULE = "gdn_decode"
 
     @staticmethod
     def fits(bound: dict[str, Any]) -> bool:
@@ -57,41 +46,34 @@ class GDNDecodeAdapter:
             and not bound.get("disable_state_update", False)
         )
 
-    def make_wrapper(self, spec: PatchSpec, orig: Callable[..., Any]) -> Callable[..., Any]:
-        binder = ArgBinder(orig)
+    def call(
+        self, bound: dict[str, Any], orig: Callable[..., Any], args: tuple, kwargs: dict[str, Any]
+    ) -> Any:
+        q, k, state = bound["q"], bound["k"], bound["state"]
+        if bound.get("use_qk_l2norm", True):
+            import torch.nn.functional as F
 
-        @functools.wraps(orig)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            bound = binder.bind(args, kwargs)
-            if not self.fits(bound):
-                return orig(*args, **kwargs)
-            q, k, state = bound["q"], bound["k"], bound["state"]
-            if bound.get("use_qk_l2norm", True):
-                import torch.nn.functional as F
-
-                q = F.normalize(q.float(), dim=-1).to(q.dtype)
-                k = F.normalize(k.float(), dim=-1).to(k.dtype)
-            scale = bound.get("scale")
-            runtime_kwargs = {
-                "q": q,
-                "k": k,
-                "v": bound["v"],
-                "state": state,
-                "A_log": bound["A_log"],
-                "a": bound["a"],
-                "dt_bias": bound["dt_bias"],
-                "b": bound["b"],
-                "scale": 1.0 / math.sqrt(128) if scale is None else float(scale),
-            }
-            routed, result = route_or_call(self.def_name, runtime_kwargs, orig, args, kwargs)
-            if not routed:
-                return result
-            output, new_state = result
-            state.copy_(new_state)
-            given = bound.get("output")
-            if given is not None:
-                given.copy_(output)
-                output = given
-            return output, state
-
-        return wrapper
+            q = F.normalize(q.float(), dim=-1).to(q.dtype)
+            k = F.normalize(k.float(), dim=-1).to(k.dtype)
+        scale = bound.get("scale")
+        runtime_kwargs = {
+            "q": q,
+            "k": k,
+            "v": bound["v"],
+            "state": state,
+            "A_log": bound["A_log"],
+            "a": bound["a"],
+            "dt_bias": bound["dt_bias"],
+            "b": bound["b"],
+            "scale": 1.0 / math.sqrt(128) if scale is None else float(scale),
+        }
+        routed, result = route_or_call(self.def_name, runtime_kwargs, orig, args, kwargs)
+        if not routed:
+            return result
+        output, new_state = result
+        state.copy_(new_state)
+        given = bound.get("output")
+        if given is not None:
+            given.copy_(output)
+            output = given
+        return output, state

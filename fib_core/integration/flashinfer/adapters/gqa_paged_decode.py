@@ -19,7 +19,7 @@ from ..common import (
     normalize_paged_kv_to_nhd,
     pick_sm_scale_gqa,
 )
-from .plan_run import PLAN_DEFAULTS, PlanRunAdapter, given_scale, plain
+from .plan_run import GQAAdapter, given_scale
 
 
 def split_paged_cache(inst: Any, paged_kv_cache: Any, num_kv_heads: int) -> tuple[Any, Any] | None:
@@ -38,53 +38,35 @@ def split_paged_cache(inst: Any, paged_kv_cache: Any, num_kv_heads: int) -> tupl
     return cache[:, 0], cache[:, 1]
 
 
-def paged_runtime_kwargs(
-    inst: Any, plan: dict[str, Any], bound: dict[str, Any], index_keys: tuple[str, ...]
-) -> dict[str, Any] | None:
-    """The routed call's inputs for a paged GQA wrapper (decode and prefill alike): ``q``, the
-    NHD ``k_cache``/``v_cache``, the plan's index tensors named in ``index_keys``,
-    ``kv_last_page_len`` when pages hold more than one token, and ``sm_scale``."""
-    caches = split_paged_cache(inst, bound.get("paged_kv_cache"), plan["num_kv_heads"])
-    if caches is None:
-        return None
-    kwargs = {"q": bound["q"], "k_cache": caches[0], "v_cache": caches[1]}
-    kwargs.update((key, plan[key]) for key in index_keys)
-    if plan["page_size"] > 1:
-        kwargs["kv_last_page_len"] = plan["kv_last_page_len"]
-    kwargs["sm_scale"] = pick_sm_scale_gqa(plan["head_dim"], given_scale(plan, bound))
-    return kwargs
+class PagedGQAAdapter(GQAAdapter):
+    """The paged GQA wrappers (decode and prefill): the routed call gets ``q``, the NHD
+    ``k_cache``/``v_cache``, plan's index tensors, ``kv_last_page_len`` when pages hold more
+    than one token, and ``sm_scale``."""
 
-
-class GQAPagedDecodeAdapter(PlanRunAdapter):
-    """Targets and wrappers for ``flashinfer.BatchDecodeWithPagedKVCacheWrapper``."""
-
-    WRAPPER_CLASS = "flashinfer.BatchDecodeWithPagedKVCacheWrapper"
-    NAME = "gqa_paged_decode"
-
-    def __init__(self) -> None:
-        super().__init__()
-
-    def record_plan(self, inst: Any, bound: dict[str, Any]) -> dict[str, Any] | None:
-        if not plain(bound, PLAN_DEFAULTS):
-            return None
-        return {
-            "kv_indptr": bound["indptr"],
-            "kv_indices": bound["indices"],
-            "kv_last_page_len": bound["last_page_len"],
-            "num_qo_heads": int(bound["num_qo_heads"]),
-            "num_kv_heads": int(bound["num_kv_heads"]),
-            "head_dim": int(bound["head_dim"]),
-            "page_size": int(bound["page_size"]),
-            "sm_scale": bound.get("sm_scale"),
-        }
-
-    def def_name(self, plan: dict[str, Any]) -> str:
-        return (
-            f"{self.NAME}_h{plan['num_qo_heads']}_kv{plan['num_kv_heads']}"
-            f"_d{plan['head_dim']}_ps{plan['page_size']}"
-        )
+    PAGED = True
 
     def runtime_kwargs(
         self, inst: Any, plan: dict[str, Any], bound: dict[str, Any]
     ) -> dict[str, Any] | None:
-        return paged_runtime_kwargs(inst, plan, bound, ("kv_indptr", "kv_indices"))
+        caches = split_paged_cache(inst, bound.get("paged_kv_cache"), plan["num_kv_heads"])
+        if caches is None:
+            return None
+        kwargs = {"q": bound["q"], "k_cache": caches[0], "v_cache": caches[1]}
+        kwargs.update((key, plan[key]) for key in self.PLAN_TENSORS if key != "kv_last_page_len")
+        if plan["page_size"] > 1:
+            kwargs["kv_last_page_len"] = plan["kv_last_page_len"]
+        kwargs["sm_scale"] = pick_sm_scale_gqa(plan["head_dim"], given_scale(plan, bound))
+        return kwargs
+
+
+class GQAPagedDecodeAdapter(PagedGQAAdapter):
+    """Targets and wrappers for ``flashinfer.BatchDecodeWithPagedKVCacheWrapper``."""
+
+    WRAPPER_CLASS = "flashinfer.BatchDecodeWithPagedKVCacheWrapper"
+    NAME = "gqa_paged_decode"
+    HEAD_DIM_ARG = "head_dim"
+    PLAN_TENSORS = {
+        "kv_indptr": "indptr",
+        "kv_indices": "indices",
+        "kv_last_page_len": "last_page_len",
+    }

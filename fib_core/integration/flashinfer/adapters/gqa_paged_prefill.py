@@ -11,49 +11,18 @@ is not routed. Without the definition in the dataset FlashInfer's ``run`` runs u
 
 from __future__ import annotations
 
-from typing import Any
-
-from .gqa_paged_decode import paged_runtime_kwargs
-from .plan_run import PLAN_DEFAULTS, PlanRunAdapter, plain
+from .gqa_paged_decode import PagedGQAAdapter
 
 
-class GQAPagedPrefillAdapter(PlanRunAdapter):
+class GQAPagedPrefillAdapter(PagedGQAAdapter):
     """Targets and wrappers for ``flashinfer.BatchPrefillWithPagedKVCacheWrapper``."""
 
     WRAPPER_CLASS = "flashinfer.BatchPrefillWithPagedKVCacheWrapper"
     NAME = "gqa_paged_prefill"
-
-    def __init__(self) -> None:
-        super().__init__()
-
-    def record_plan(self, inst: Any, bound: dict[str, Any]) -> dict[str, Any] | None:
-        head_dim = int(bound["head_dim_qk"])
-        head_dim_vo = bound.get("head_dim_vo")
-        if not plain(bound, PLAN_DEFAULTS) or head_dim_vo not in (None, head_dim):
-            return None
-        return {
-            "qo_indptr": bound["qo_indptr"],
-            "kv_indptr": bound["paged_kv_indptr"],
-            "kv_indices": bound["paged_kv_indices"],
-            "kv_last_page_len": bound["paged_kv_last_page_len"],
-            "num_qo_heads": int(bound["num_qo_heads"]),
-            "num_kv_heads": int(bound["num_kv_heads"]),
-            "head_dim": head_dim,
-            "page_size": int(bound["page_size"]),
-            "causal": bool(bound.get("causal", False)),
-            "sm_scale": bound.get("sm_scale"),
-        }
-
-    def def_name(self, plan: dict[str, Any]) -> str:
-        mask = "_causal" if plan["causal"] else ""
-        return (
-            f"{self.NAME}{mask}_h{plan['num_qo_heads']}_kv{plan['num_kv_heads']}"
-            f"_d{plan['head_dim']}_ps{plan['page_size']}"
-        )
-
-    def runtime_kwargs(
-        self, inst: Any, plan: dict[str, Any], bound: dict[str, Any]
-    ) -> dict[str, Any] | None:
-        return paged_runtime_kwargs(
-            inst, plan, bound, ("qo_indptr", "kv_indptr", "kv_indices")
-        )
+    CAUSAL = True
+    PLAN_TENSORS = {
+        "qo_indptr": "qo_indptr",
+        "kv_indptr": "paged_kv_indptr",
+        "kv_indices": "paged_kv_indices",
+        "kv_last_page_len": "paged_kv_last_page_len",
+    }

@@ -31,9 +31,6 @@ class MLAPagedAdapter(PlanRunAdapter):
     WRAPPER_CLASS = "flashinfer.BatchMLAPagedAttentionWrapper"
     NAME = "mla_paged"
 
-    def __init__(self) -> None:
-        super().__init__()
-
     def record_plan(self, inst: Any, bound: dict[str, Any]) -> dict[str, Any] | None:
         decode = _all_single_token(bound["qo_indptr"])
         return {

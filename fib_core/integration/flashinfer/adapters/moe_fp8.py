@@ -7,14 +7,11 @@ counts, top-k, groups and sizes equal the definition's and the routing method is
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
-from fib_core.apply.binding import ArgBinder
-
-from ...patch_manager import PatchSpec
 from ..common import route_or_call, shape_of
+from .function_call import FunctionAdapter
 
 DEF_NAME = "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048"
 CONSTANTS = {
@@ -47,17 +44,13 @@ def _deepseek_routing(value: Any) -> bool:
     return name == "DeepSeekV3" if name is not None else int(value) == DEEPSEEK_ROUTING
 
 
-class MoEFP8BlockScaleAdapter:
+class MoEFP8BlockScaleAdapter(FunctionAdapter):
     """Targets and wrapper for FlashInfer's FP8 block-scale MoE entry point."""
 
-    def __init__(self) -> None:
-        self.def_name = DEF_NAME
-
-    def targets(self) -> list[PatchSpec]:
-        return [
-            PatchSpec("flashinfer.fused_moe.trtllm_fp8_block_scale_moe", "function", "moe_fp8"),
-            PatchSpec("flashinfer.trtllm_fp8_block_scale_moe", "function", "moe_fp8"),
-        ]
+    DEF_NAME = DEF_NAME
+    NAME = "moe_fp8"
+    FUNCTION = "trtllm_fp8_block_scale_moe"
+    MODULE = "fused_moe"
 
     @staticmethod
     def fits(bound: dict[str, Any]) -> bool:
@@ -71,15 +64,8 @@ class MoEFP8BlockScaleAdapter:
             and _deepseek_routing(bound.get("routing_method_type"))
         )
 
-    def make_wrapper(self, spec: PatchSpec, orig: Callable[..., Any]) -> Callable[..., Any]:
-        binder = ArgBinder(orig)
-
-        @functools.wraps(orig)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            bound = binder.bind(args, kwargs)
-            if not self.fits(bound):
-                return orig(*args, **kwargs)
-            runtime_kwargs = {name: bound[name] for name in INPUTS}
-            return route_or_call(self.def_name, runtime_kwargs, orig, args, kwargs)[1]
-
-        return wrapper
+    def call(
+        self, bound: dict[str, Any], orig: Callable[..., Any], args: tuple, kwargs: dict[str, Any]
+    ) -> Any:
+        runtime_kwargs = {name: bound[name] for name in INPUTS}
+        return route_or_call(self.def_name, runtime_kwargs, orig, args, kwargs)[1]

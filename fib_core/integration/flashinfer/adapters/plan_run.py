@@ -153,3 +153,43 @@ class PlanRunAdapter:
             )
 
         return run
+
+
+class GQAAdapter(PlanRunAdapter):
+    """A GQA attention wrapper, described by class attributes rather than code.
+
+    ``HEAD_DIM_ARG`` names plan's q/k head-size argument, ``PLAN_TENSORS`` maps the
+    definition's index inputs to plan's argument names, ``PAGED`` says plan takes a
+    ``page_size`` and ``CAUSAL`` a ``causal`` flag. Definition names follow one rule:
+    ``<NAME>[_causal]_h{H}_kv{K}_d{D}[_ps{P}]``.
+    """
+
+    HEAD_DIM_ARG: str = "head_dim_qk"
+    PLAN_TENSORS: dict[str, str] = {}
+    PAGED: bool = False
+    CAUSAL: bool = False
+
+    def record_plan(self, inst: Any, bound: dict[str, Any]) -> dict[str, Any] | None:
+        # a plan option that changes the math, or a value head size other than the q/k one
+        # (the definitions have one head size), is left to FlashInfer
+        head_dim = int(bound[self.HEAD_DIM_ARG])
+        if not plain(bound, PLAN_DEFAULTS) or bound.get("head_dim_vo") not in (None, head_dim):
+            return None
+        plan = {name: bound[arg] for name, arg in self.PLAN_TENSORS.items()}
+        plan["num_qo_heads"] = int(bound["num_qo_heads"])
+        plan["num_kv_heads"] = int(bound["num_kv_heads"])
+        plan["head_dim"] = head_dim
+        plan["sm_scale"] = bound.get("sm_scale")
+        if self.PAGED:
+            plan["page_size"] = int(bound["page_size"])
+        if self.CAUSAL:
+            plan["causal"] = bool(bound.get("causal", False))
+        return plan
+
+    def def_name(self, plan: dict[str, Any]) -> str:
+        mask = "_causal" if plan.get("causal") else ""
+        pages = f"_ps{plan['page_size']}" if "page_size" in plan else ""
+        return (
+            f"{self.NAME}{mask}_h{plan['num_qo_heads']}_kv{plan['num_kv_heads']}"
+            f"_d{plan['head_dim']}{pages}"
+        )

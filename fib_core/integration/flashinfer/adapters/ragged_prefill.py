@@ -18,39 +18,17 @@ from ..common import (
     normalize_ragged_kv_to_nhd,
     pick_sm_scale_gqa,
 )
-from .plan_run import PLAN_DEFAULTS, PlanRunAdapter, given_scale, plain
+from .plan_run import GQAAdapter, given_scale
 
 
-class RaggedPrefillAdapter(PlanRunAdapter):
+class RaggedPrefillAdapter(GQAAdapter):
     """Targets and wrappers for ``flashinfer.BatchPrefillWithRaggedKVCacheWrapper``."""
 
     WRAPPER_CLASS = "flashinfer.BatchPrefillWithRaggedKVCacheWrapper"
     NAME = "gqa_ragged_prefill"
 
-    def __init__(self) -> None:
-        super().__init__()
-
-    def record_plan(self, inst: Any, bound: dict[str, Any]) -> dict[str, Any] | None:
-        head_dim = int(bound["head_dim_qk"])
-        head_dim_vo = bound.get("head_dim_vo")
-        if not plain(bound, PLAN_DEFAULTS) or head_dim_vo not in (None, head_dim):
-            return None
-        return {
-            "qo_indptr": bound["qo_indptr"],
-            "kv_indptr": bound["kv_indptr"],
-            "num_qo_heads": int(bound["num_qo_heads"]),
-            "num_kv_heads": int(bound["num_kv_heads"]),
-            "head_dim": head_dim,
-            "causal": bool(bound.get("causal", False)),
-            "sm_scale": bound.get("sm_scale"),
-        }
-
-    def def_name(self, plan: dict[str, Any]) -> str:
-        mask = "_causal" if plan["causal"] else ""
-        return (
-            f"{self.NAME}{mask}_h{plan['num_qo_heads']}_kv{plan['num_kv_heads']}"
-            f"_d{plan['head_dim']}"
-        )
+    CAUSAL = True
+    PLAN_TENSORS = {"qo_indptr": "qo_indptr", "kv_indptr": "kv_indptr"}
 
     def runtime_kwargs(
         self, inst: Any, plan: dict[str, Any], bound: dict[str, Any]
