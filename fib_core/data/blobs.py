@@ -46,13 +46,22 @@ def resolve_blob_path(root: Path | None, path: str | Path) -> Path:
     return p if p.is_absolute() else Path(root) / p
 
 
-def load_blob(path: Path) -> dict[str, torch.Tensor]:
-    """All tensors of one safetensors file, on the CPU."""
+def _check_blob_file(path: Path) -> None:
+    """A missing blob or a Git LFS pointer left in its place is one clear error naming the
+    file and what to do, before safetensors sees it."""
     if not path.is_file():
-        raise DatasetNotFoundError(path, "workload blob", "run `git lfs pull` in the dataset, "
-                                   "or check the workload's 'path'")
+        raise DatasetNotFoundError(
+            path,
+            "workload blob",
+            "run `git lfs pull` in the dataset, or check the workload's 'path'",
+        )
     if is_lfs_pointer(path):
         raise LfsPointerError(path)
+
+
+def load_blob(path: Path) -> dict[str, torch.Tensor]:
+    """All tensors of one safetensors file, on the CPU."""
+    _check_blob_file(path)
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
@@ -65,11 +74,7 @@ def load_blob(path: Path) -> dict[str, torch.Tensor]:
 def load_blob_tensor(path: Path, tensor_key: str) -> torch.Tensor:
     """One tensor of a blob, on the CPU, reading only that tensor; a missing key is named
     together with the keys the file has."""
-    if not path.is_file():
-        raise DatasetNotFoundError(path, "workload blob", "run `git lfs pull` in the dataset, "
-                                   "or check the workload's 'path'")
-    if is_lfs_pointer(path):
-        raise LfsPointerError(path)
+    _check_blob_file(path)
     from safetensors import safe_open
 
     try:

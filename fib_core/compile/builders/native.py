@@ -14,9 +14,10 @@ from fib_core.errors import BuildError
 
 from ..arch import CudaArch, resolve_cuda_arch
 from ..deps import dependency_include_dirs
+from ..diagnostics import compile_error
 from ..options import BuildOptions
 from ..toolchain import ensure_host_compiler, ensure_ninja, find_cuda_home, nvcc_version
-from .base import entry_parts
+from .base import entry_parts, language_of
 
 COMPILED_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
 SOURCES_DIR = "src"
@@ -55,7 +56,9 @@ def plan_native(solution: Any, options: BuildOptions, binding: str) -> NativePla
     names = {s.path for s in solution.sources}
     for d in options.include_dirs:
         in_sources = any(n.startswith(d.rstrip("/") + "/") for n in names)
-        plan.include_dirs.append(d if in_sources and not os.path.isabs(d) else str(Path(d).resolve()))
+        plan.include_dirs.append(
+            d if in_sources and not os.path.isabs(d) else str(Path(d).resolve())
+        )
     plan.include_dirs += [str(p) for p in dependency_include_dirs(list(solution.spec.dependencies))]
     plan.key_fields = {
         "binding": binding,
@@ -71,7 +74,23 @@ def plan_native(solution: Any, options: BuildOptions, binding: str) -> NativePla
 
 def absolute_includes(plan: NativePlan, src_root: Path) -> list[str]:
     """The source root first (so ``#include "util.cuh"`` works from any file), then the rest."""
-    return [str(src_root)] + [d if os.path.isabs(d) else str(src_root / d) for d in plan.include_dirs]
+    return [str(src_root)] + [
+        d if os.path.isabs(d) else str(src_root / d) for d in plan.include_dirs
+    ]
+
+
+def native_build_failed(
+    solution: Any, tool: str, exc: Exception, src_root: Path, slot: Path
+) -> BuildError:
+    """The BuildError of a failed native build: one summary line naming the solution and the
+    tool, then the compiler's own lines with the private source folder stripped; the full
+    output is saved beside the build slot for the user to read."""
+    return compile_error(
+        f"{solution.name}: {language_of(solution)} build failed ({tool})",
+        str(exc),
+        strip_prefixes=(str(src_root),),
+        log_path=slot.parent / f"{slot.name}.failed.log",
+    )
 
 
 @contextmanager

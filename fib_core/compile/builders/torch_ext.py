@@ -20,11 +20,16 @@ from typing import Any
 from fib_core.errors import BuildError
 
 from ..cache import build_slot, cached_build
-from ..diagnostics import compile_error
 from ..options import BuildOptions
 from ..toolchain import nvcc_version
 from .base import Built, entry_parts, language_of, options_key, write_sources
-from .native import SOURCES_DIR, NativePlan, absolute_includes, plan_native
+from .native import (
+    SOURCES_DIR,
+    NativePlan,
+    absolute_includes,
+    native_build_failed,
+    plan_native,
+)
 
 _PYBIND = re.compile(r"PYBIND11_MODULE\s*\(")
 _TORCH_LIBRARY = re.compile(r"TORCH_LIBRARY(?:_FRAGMENT)?\s*\(\s*(\w+)\s*,")
@@ -52,18 +57,29 @@ class TorchExtensionBuilder:
 
         def produce(tmp: Path) -> dict[str, Any]:
             _LOADED[str(slot)] = _compile(solution, plan, module_name, kind, tmp, slot)
-            return {"builder": self.name, "library": f"build/{module_name}.so",
-                    "module": module_name, "kind": kind, "namespace": namespace,
-                    "archs": [a.sm for a in plan.archs], "settings": plan.key_fields}
+            return {
+                "builder": self.name,
+                "library": f"build/{module_name}.so",
+                "module": module_name,
+                "kind": kind,
+                "namespace": namespace,
+                "archs": [a.sm for a in plan.archs],
+                "settings": plan.key_fields,
+            }
 
         manifest, cached = cached_build(slot, produce, options.lock_timeout_s)
         if str(slot) not in _LOADED:  # built by another process (or an earlier session)
             _LOADED[str(slot)] = _load(manifest, slot)
         module = _LOADED[str(slot)]
         fn = _entry_function(module, manifest, solution)
-        meta = {"builder": self.name, "language": language_of(solution), "build_dir": str(slot),
-                "library": str(slot / manifest["library"]), "cached": cached,
-                "archs": manifest.get("archs", [])}
+        meta = {
+            "builder": self.name,
+            "language": language_of(solution),
+            "build_dir": str(slot),
+            "library": str(slot / manifest["library"]),
+            "cached": cached,
+            "archs": manifest.get("archs", []),
+        }
         return Built(fn=fn, meta=meta)
 
 
@@ -87,7 +103,7 @@ def _check_torch_cuda(torch: Any, plan: NativePlan) -> None:
     if torch.version.cuda is None:
         raise BuildError(
             f"binding 'torch' with .cu sources needs a CUDA build of torch (this torch "
-            f"{torch.__version__} has none); install a CUDA torch or use binding = \"tvm-ffi\" "
+            f'{torch.__version__} has none); install a CUDA torch or use binding = "tvm-ffi" '
             "under [build] in config.toml"
         )
     have = nvcc_version(plan.cuda_home) if plan.cuda_home else ""
@@ -124,12 +140,7 @@ def _compile(solution: Any, plan: NativePlan, name: str, kind: str, tmp: Path, s
             verbose=False,
         )
     except Exception as exc:
-        raise compile_error(
-            f"{solution.name}: {language_of(solution)} build failed (torch cpp_extension)",
-            str(exc),
-            strip_prefixes=(str(src_root),),
-            log_path=slot.parent / f"{slot.name}.failed.log",
-        ) from None
+        raise native_build_failed(solution, "torch cpp_extension", exc, src_root, slot) from None
 
 
 def _load(manifest: dict, slot: Path) -> Any:

@@ -17,10 +17,16 @@ from typing import Any
 from fib_core.errors import BuildError, SignatureError
 
 from ..cache import build_slot, cached_build
-from ..diagnostics import compile_error
 from ..options import BuildOptions
 from .base import Built, entry_parts, language_of, options_key, write_sources
-from .native import SOURCES_DIR, NativePlan, absolute_includes, plan_native, scoped_env
+from .native import (
+    SOURCES_DIR,
+    NativePlan,
+    absolute_includes,
+    native_build_failed,
+    plan_native,
+    scoped_env,
+)
 
 METADATA_FLAG = "-DTVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1"
 _EXPORT = re.compile(r"TVM_FFI_DLL_EXPORT_TYPED_FUNC\s*\(\s*(\w+)")
@@ -62,11 +68,21 @@ class TvmFfiBuilder:
             ) from None
         fn, params = _entry_function(module, solution, definition)
         holder = {"module": module}
-        meta = {"builder": self.name, "language": language_of(solution), "build_dir": str(slot),
-                "library": str(library), "cached": cached,
-                "archs": manifest.get("archs", []), "param_types": params}
-        return Built(fn=fn, meta=meta, cleanup=holder.clear,
-                     params=[f"arg{i}: {t}" for i, t in enumerate(params)] if params else None)
+        meta = {
+            "builder": self.name,
+            "language": language_of(solution),
+            "build_dir": str(slot),
+            "library": str(library),
+            "cached": cached,
+            "archs": manifest.get("archs", []),
+            "param_types": params,
+        }
+        return Built(
+            fn=fn,
+            meta=meta,
+            cleanup=holder.clear,
+            params=[f"arg{i}: {t}" for i, t in enumerate(params)] if params else None,
+        )
 
 
 def _compile(solution: Any, plan: NativePlan, module_name: str, tmp: Path, slot: Path) -> dict:
@@ -89,15 +105,14 @@ def _compile(solution: Any, plan: NativePlan, module_name: str, tmp: Path, slot:
                 backend="cuda" if plan.has_cuda else None,
             )
     except Exception as exc:  # ninja failures arrive as RuntimeError with the full output
-        raise compile_error(
-            f"{solution.name}: {language_of(solution)} build failed (tvm-ffi)",
-            str(exc),
-            strip_prefixes=(str(src_root),),
-            log_path=slot.parent / f"{slot.name}.failed.log",
-        ) from None
-    return {"builder": "tvm-ffi", "library": str(Path(library).relative_to(tmp)),
-            "module": module_name, "archs": [a.sm for a in plan.archs],
-            "settings": plan.key_fields}
+        raise native_build_failed(solution, "tvm-ffi", exc, src_root, slot) from None
+    return {
+        "builder": "tvm-ffi",
+        "library": str(Path(library).relative_to(tmp)),
+        "module": module_name,
+        "archs": [a.sm for a in plan.archs],
+        "settings": plan.key_fields,
+    }
 
 
 def _entry_function(module: Any, solution: Any, definition: Any) -> tuple[Any, list[str] | None]:
@@ -163,7 +178,9 @@ def _accepts(ptype: str, spec: Any) -> bool:
         return ptype in ("int", "float")
     if getattr(spec, "optional", False):
         return ptype.startswith("Optional<") and any(t in ptype for t in _TENSORS)
-    return ptype in _TENSORS or (ptype.startswith("Optional<") and any(t in ptype for t in _TENSORS))
+    return ptype in _TENSORS or (
+        ptype.startswith("Optional<") and any(t in ptype for t in _TENSORS)
+    )
 
 
 def _declaration_for(spec: Any) -> str:
@@ -179,4 +196,8 @@ def _declaration_for(spec: Any) -> str:
 def _describe(spec: Any) -> str:
     if spec.shape is None:
         return f"a {spec.dtype} scalar"
-    return f"a {spec.dtype} tensor that may be None" if getattr(spec, "optional", False) else f"a {spec.dtype} tensor"
+    return (
+        f"a {spec.dtype} tensor that may be None"
+        if getattr(spec, "optional", False)
+        else f"a {spec.dtype} tensor"
+    )
