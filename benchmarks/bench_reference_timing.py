@@ -25,7 +25,7 @@ from bench_common import needs_gpu
 
 from fib_core.bench.eval_settings import eval_settings
 from fib_core.bench.inputs import generate_inputs
-from fib_core.bench.reference import load_reference
+from fib_core.bench.reference import reference_run
 from fib_core.bench.timing import available_methods, measure
 from fib_core.data.traceset import TraceSet
 from fib_core.dataset import embedded_dataset_path
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     rows, started = [], time.monotonic()
     for name in names:
         definition = ts.definitions[name]
-        fn = load_reference(definition)
+        fn = reference_run(definition)
         traces = ts.workloads[name]
         if args.quick:
             traces = [t for t in traces if t.workload.extra.get("tags")] or traces

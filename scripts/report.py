@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     sections = sections_for(
         records, definition=a.definition, run=a.run, compare=a.compare, source=a.ledger
     )
-    from fib_core.data.json_io import atomic_write_text
+    from fib_core.atomic import atomic_write_text
 
     try:
         atomic_write_text(a.out, build_html(sections))

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fib_core.atomic import atomic_write_text
 from fib_core.compile.options import default_cache_dir
-from fib_core.data.json_io import atomic_write_text
 
 from .config import ApplyConfig
 from .key import ApplyKey, ApplyKeyFactory

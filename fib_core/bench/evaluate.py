@@ -37,8 +37,8 @@ from fib_core.bench.reference import (
     ReferenceCache,
     clone_args,
     latency_key,
-    load_reference,
     reference_outputs,
+    reference_run,
 )
 from fib_core.bench.reference_sets import timed_set_order
 from fib_core.bench.timing import WALL_CLOCK_LABEL, L2Flusher, choose_method, measure
@@ -269,7 +269,7 @@ class Evaluator:
         cached_latency = None
         if cfg.profile_baseline:
             cached_latency = self.ref_cache.load_latency(definition, lat_key)
-        exact_fn = load_reference(definition)
+        exact_fn = reference_run(definition)
         fast_fn = fast_reference_for(definition.name)
 
         def key(k: int) -> str:

@@ -14,13 +14,13 @@ import hashlib
 import hmac
 import json
 import logging
-import os
 import secrets
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fib_core.bench.reference import ReferenceCache, _atomic, cache_root
+from fib_core.atomic import atomic_write_bytes
+from fib_core.bench.reference import ReferenceCache, cache_root, write_cache_file
 
 log = logging.getLogger("fib_core.bench")
 KEY_BYTES = 32
@@ -41,11 +41,7 @@ def ensure_key(root: Path | None = None) -> bytes | None:
         pass
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(secrets.token_bytes(KEY_BYTES))
-        os.replace(tmp, path)
+        atomic_write_bytes(path, secrets.token_bytes(KEY_BYTES))  # created with mode 0600
         return path.read_bytes()
     except OSError as err:
         log.warning(
@@ -91,7 +87,7 @@ class SignedReferenceCache(ReferenceCache):
         except OSError:
             return
         sig = _digest(self.key, data)
-        _atomic(path.with_name(path.name + ".sig"), lambda tmp: tmp.write_text(sig))
+        write_cache_file(path.with_name(path.name + ".sig"), lambda tmp: tmp.write_text(sig))
 
     def load_outputs(self, definition: Any, key: str, device: str) -> list | None:
         data = self._verified(self._path(definition, key, ".safetensors"))

@@ -14,11 +14,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fib_core.atomic import atomic_write
+from fib_core.dataset.registry import exec_reference
 from fib_core.errors import FibError
 from fib_core.paths import cache_dir
 
@@ -34,29 +35,35 @@ _LOADED: dict[str, Callable[..., Any]] = {}
 _FAST: dict[str, Callable[..., Any]] = {}
 
 
-class ReferenceError(FibError):
+class ReferenceFailure(FibError):
     """The definition's reference cannot be loaded or returned something unusable."""
 
 
 cache_root = cache_dir  # the kit's one cache folder (fib_core.paths), under its old name here
 
 
-def load_reference(definition: Definition) -> Callable[..., Any]:
-    """The ``run`` function of the definition's reference source (exec'd once per content)."""
+def reference_run(definition: Definition) -> Callable[..., Any]:
+    """The ``run`` function of a Definition's ``reference`` text, executed once per content.
+
+    (:func:`fib_core.dataset.references.load_reference` is the by-name lookup of a registered
+    definition folder's whole reference namespace; this one takes any Definition, as loaded
+    from a dataset.)
+    """
     key = definition.content_hash()
     fn = _LOADED.get(key)
     if fn is None:
-        namespace: dict[str, Any] = {"__name__": f"fib_reference_{definition.name}"}
         try:
-            exec(compile(definition.reference, f"<reference of {definition.name}>", "exec"), namespace)
+            namespace = exec_reference(
+                definition.reference, definition.name, f"<reference of {definition.name}>"
+            )
         except Exception as err:
-            raise ReferenceError(
+            raise ReferenceFailure(
                 f"definition {definition.name!r}: its reference fails to load: "
                 f"{type(err).__name__}: {err}"
             ) from None
         fn = namespace.get("run")
         if not callable(fn):
-            raise ReferenceError(f"definition {definition.name!r}: reference defines no run()")
+            raise ReferenceFailure(f"definition {definition.name!r}: reference defines no run()")
         _LOADED[key] = fn
     return fn
 
@@ -75,7 +82,7 @@ def normalise_outputs(definition: Definition, result: Any, who: str) -> list:
     if isinstance(result, dict):
         missing = [n for n in names if n not in result]
         if missing:
-            raise ReferenceError(f"{who} returned a dict without {', '.join(missing)}")
+            raise ReferenceFailure(f"{who} returned a dict without {', '.join(missing)}")
         return [result[n] for n in names]
     if isinstance(result, (tuple, list)):
         return list(result)
@@ -84,7 +91,7 @@ def normalise_outputs(definition: Definition, result: Any, who: str) -> list:
 
 def run_reference(definition: Definition, inputs: Sequence) -> list:
     """Call the reference on clones of the inputs and return its outputs in order."""
-    fn = load_reference(definition)
+    fn = reference_run(definition)
     return reference_result(definition, fn(*clone_args(inputs)))
 
 
@@ -92,7 +99,7 @@ def reference_result(definition: Definition, result: Any, who: str = "the refere
     """A reference's return value as the output list, checked against the definition."""
     outputs = normalise_outputs(definition, result, who)
     if len(outputs) != len(definition.output_names):
-        raise ReferenceError(
+        raise ReferenceFailure(
             f"definition {definition.name!r}: {who} returned {len(outputs)} output(s), "
             f"the definition declares {len(definition.output_names)}"
         )
@@ -104,7 +111,7 @@ def reference_result(definition: Definition, result: Any, who: str = "the refere
         want = torch_dtype(definition.outputs[name].dtype)
         got = getattr(value, "dtype", None)
         if got is not None and got != want:
-            raise ReferenceError(
+            raise ReferenceFailure(
                 f"definition {definition.name!r}: {who} returned output {name!r} as "
                 f"{got}, the definition declares {definition.outputs[name].dtype}; fix the "
                 "reference (not the solution)"
@@ -198,7 +205,10 @@ class ReferenceCache:
                 tensors[name] = torch.tensor(value)
                 scalars.append(name)
         path = self._path(definition, key, ".safetensors")
-        _atomic(path, lambda tmp: save_file(tensors, str(tmp), metadata={"scalars": json.dumps(scalars)}))
+        write_cache_file(
+            path,
+            lambda tmp: save_file(tensors, str(tmp), metadata={"scalars": json.dumps(scalars)}),
+        )
 
     def load_latency(self, definition: Definition, key: str) -> dict | None:
         path = self._path(definition, key, ".latency.json")
@@ -209,23 +219,20 @@ class ReferenceCache:
 
     def store_latency(self, definition: Definition, key: str, record: dict) -> None:
         path = self._path(definition, key, ".latency.json")
-        _atomic(path, lambda tmp: tmp.write_text(json.dumps(record)))
+        write_cache_file(path, lambda tmp: tmp.write_text(json.dumps(record)))
 
 
-def _atomic(path: Path, write: Callable[[Path], Any]) -> None:
-    """Write through a temp file and rename; an unwritable cache only logs a warning."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def write_cache_file(path: Path, write: Callable[[Path], Any]) -> None:
+    """Write a cache file atomically; an unwritable cache only logs a warning."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write(tmp)
-        os.replace(tmp, path)
+        atomic_write(path, write)
     except Exception as err:  # OSError, or the safetensors writer's own error type
-        log.warning("cannot write the reference cache at %s (%s); set FIB_CACHE_DIR to a "
-                    "writable folder to keep references between runs", path, err)
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
+        log.warning(
+            "cannot write the reference cache at %s (%s); set FIB_CACHE_DIR to a "
+            "writable folder to keep references between runs",
+            path,
+            err,
+        )
 
 
 def reference_outputs(
@@ -252,7 +259,12 @@ def reference_outputs(
 
 
 def latency_key(
-    definition: Definition, workload: Workload, *, seed: int, device_kind: str, hardware: str,
+    definition: Definition,
+    workload: Workload,
+    *,
+    seed: int,
+    device_kind: str,
+    hardware: str,
     timing: dict[str, Any],
 ) -> str:
     """Cache key of a reference latency: the outputs' key plus GPU name and timing settings."""

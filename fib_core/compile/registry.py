@@ -43,9 +43,9 @@ class BuilderRegistry:
 
     def build_reference(self, defn: Any) -> Runnable:
         """The definition's reference ``run`` as a value-returning Runnable."""
-        from fib_core.bench.reference import load_reference
+        from fib_core.bench.reference import reference_run
 
-        fn = load_reference(defn)
+        fn = reference_run(defn)
         return Runnable(fn, dps=False, definition=defn, meta={"builder": "reference"})
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import functools
 import json
 import os
-import tempfile
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from fib_core.atomic import atomic_write_text
 from fib_core.errors import LFS_POINTER_PREFIX, LfsPointerError, SchemaError
 
 from ._schema import write_float
@@ -174,22 +174,6 @@ def to_json_data(obj: Any) -> Any:
     """Schema objects become dicts via ``to_dict``; plain JSON data passes through."""
     to_dict = getattr(obj, "to_dict", None)
     return to_dict() if callable(to_dict) else obj
-
-
-def atomic_write_text(path: Path, data: str) -> None:
-    """Write ``data`` to ``path`` through a temp file and a rename: a crash never leaves half
-    a file, and a reader sees the old content or the new, nothing between."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _finite(value: Any) -> Any:

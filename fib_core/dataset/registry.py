@@ -56,6 +56,14 @@ class DefinitionFolderError(FibError):
     """A definition folder is unusable: unreadable JSON, a plugin that fails to load, a clash."""
 
 
+
+def exec_reference(source: str, definition_name: str, where: str) -> dict[str, Any]:
+    """Execute a reference's source on its own, as a harness does (the text, not an import),
+    and return its namespace; ``where`` is the file name tracebacks show."""
+    namespace: dict[str, Any] = {"__name__": f"fib_reference_{definition_name}"}
+    exec(compile(source, where, "exec"), namespace)
+    return namespace
+
 @dataclass(frozen=True)
 class DefinitionEntry:
     """One definition folder; each plugin property is None when its file is absent."""
@@ -104,10 +112,8 @@ class DefinitionEntry:
 
     def load_reference(self) -> dict[str, Any]:
         """Execute the reference's source alone (as a harness does) and return its namespace."""
-        namespace: dict[str, Any] = {"__name__": f"fib_reference_{self.name}"}
         where = str(self.reference_path or self.definition_path)
-        exec(compile(self.reference_source(), where, "exec"), namespace)
-        return namespace
+        return exec_reference(self.reference_source(), self.name, where)
 
     # --- code plugins -------------------------------------------------------------------
 

@@ -85,7 +85,7 @@ def write_report(
     previous: LedgerRecord | None = None,
 ) -> Path:
     """Write the page of one run (with its definition's history) atomically to ``path``."""
-    from fib_core.data.json_io import atomic_write_text
+    from fib_core.atomic import atomic_write_text
 
     same = [r for r in history if r.definition == record.definition]
     page = build_html([ReportSection(record, previous=previous, history=same)])

@@ -319,7 +319,7 @@ class RunResults:
 
     def to_json(self, path: str | Path) -> Path:
         """Write atomically (temp file + rename): an interrupted write never leaves half a file."""
-        from fib_core.data.json_io import atomic_write_text
+        from fib_core.atomic import atomic_write_text
 
         path = Path(path)
         atomic_write_text(path, json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")

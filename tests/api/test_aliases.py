@@ -155,10 +155,10 @@ def test_registry_builds_once_and_clear_closes(ts: TraceSet, definition: Definit
     inputs = _inputs()
     reference = registry.build_reference(definition)
     torch.testing.assert_close(runnable(**inputs), reference(**inputs))
-    from fib_core.bench.reference import load_reference
+    from fib_core.bench.reference import reference_run
 
     torch.testing.assert_close(
-        reference(**inputs), load_reference(definition)(inputs["x"], inputs["y"], inputs["alpha"])
+        reference(**inputs), reference_run(definition)(inputs["x"], inputs["y"], inputs["alpha"])
     )
     registry.clear()
     assert runnable.closed

@@ -34,7 +34,7 @@ def timed_methods(monkeypatch, tmp_path):
 
     monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(evaluate, "measure", fake_measure)
-    monkeypatch.setattr(evaluate, "load_reference", lambda definition: lambda x, y, alpha: alpha * x + y)
+    monkeypatch.setattr(evaluate, "reference_run", lambda definition: lambda x, y, alpha: alpha * x + y)
     return seen
 
 

@@ -11,7 +11,7 @@ import torch
 
 from fib_core.bench.check import check_outputs, resolve_tolerance
 from fib_core.bench.inputs import generate_inputs
-from fib_core.bench.reference import fast_reference_for, load_reference
+from fib_core.bench.reference import fast_reference_for, reference_run
 from fib_core.data.traceset import TraceSet
 from fib_core.dataset import embedded_dataset_path
 from fib_core.dataset.fast_references import GDN_PREFILL, gdn_prefill_batched
@@ -23,7 +23,7 @@ CPU_MAX_TOKENS = 32
 def prefill():
     ts = TraceSet.from_path(embedded_dataset_path())
     definition = ts.definitions[GDN_PREFILL]
-    return ts, definition, load_reference(definition)
+    return ts, definition, reference_run(definition)
 
 
 def _agree(loop_out, fast_out, exact: bool) -> None:
