@@ -11,20 +11,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fib_core.bench.protocol import EvalResult
-from fib_core.data.json_io import write_float
+from fib_core.data.json_io import json_safe
 from fib_core.data.trace import EvaluationStatus
-
-
-def json_safe(value: Any) -> Any:
-    """A copy where non-finite floats become the format's strings ("NaN", "Infinity",
-    "-Infinity"), keys strings and tuples lists."""
-    if isinstance(value, float):
-        return write_float(value)
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
 
 
 def make_trace(definition: Any, workload: Any, solution: Any, result: EvalResult,

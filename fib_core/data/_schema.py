@@ -181,9 +181,10 @@ def read_float(value: Any, field: str, *, non_negative: bool = False) -> float:
     return float(value)
 
 
-def write_float(value: float) -> float | str:
-    """The JSON form of a float: finite as a number, non-finite as the format's strings."""
-    if math.isfinite(value):
+def write_float(value: float | None) -> float | str | None:
+    """The JSON form of a float: finite as a number, non-finite as the format's strings
+    ("NaN", "Infinity", "-Infinity"), None (not measured) as null."""
+    if value is None or math.isfinite(value):
         return value
     if math.isnan(value):
         return "NaN"

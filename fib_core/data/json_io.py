@@ -176,14 +176,16 @@ def to_json_data(obj: Any) -> Any:
     return to_dict() if callable(to_dict) else obj
 
 
-def _finite(value: Any) -> Any:
-    """A copy where non-finite floats become the format's strings ("NaN", "Infinity")."""
+def json_safe(value: Any) -> Any:
+    """A copy that strict JSON can hold: non-finite floats become the format's strings
+    ("NaN", "Infinity", "-Infinity"), keys strings and tuples lists. The kit's one encoder of
+    non-finite numbers; every writer goes through it (see :func:`to_standard_json`)."""
     if isinstance(value, float):
         return write_float(value)
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
 
 
@@ -193,7 +195,7 @@ def to_standard_json(data: Any, **kwargs: Any) -> str:
     try:
         return json.dumps(data, allow_nan=False, ensure_ascii=False, **kwargs)
     except ValueError:
-        return json.dumps(_finite(data), allow_nan=False, ensure_ascii=False, **kwargs)
+        return json.dumps(json_safe(data), allow_nan=False, ensure_ascii=False, **kwargs)
 
 
 def dump_json(obj: Any, path: str | Path) -> None:

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from fib_core.data.json_io import write_float
 from fib_core.data.trace import EvaluationStatus
 from fib_core.errors import FibError
 
@@ -149,7 +150,8 @@ class WorkloadResult:
         return ", ".join(f"{k}={v}" for k, v in self.axes.items())
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able; non-finite errors become the strings "inf", "-inf", "nan" (strict JSON)."""
+        """JSON-able; non-finite errors become the format's strings "Infinity", "-Infinity",
+        "NaN" (strict JSON)."""
         return {
             "uuid": self.uuid,
             "axes": dict(self.axes),
@@ -157,8 +159,8 @@ class WorkloadResult:
             "latency_ms": self.latency_ms,
             "reference_latency_ms": self.reference_latency_ms,
             "speedup": self.speedup,
-            "max_abs_error": _encode_float(self.max_abs_error),
-            "max_rel_error": _encode_float(self.max_rel_error),
+            "max_abs_error": write_float(self.max_abs_error),
+            "max_rel_error": write_float(self.max_rel_error),
             "achieved": (
                 {"value": self.achieved.value, "unit": self.achieved.unit}
                 if self.achieved
@@ -409,14 +411,6 @@ def _check_number(
         raise ValueError(f"{name}: found {value!r}, expected a number")
     if not allow_nan and not math.isfinite(value):
         raise ValueError(f"{name}: found {value}, expected a finite number")
-
-
-def _encode_float(value: float | None) -> float | str | None:
-    """Results files keep their short spellings ("inf", "-inf", "nan"): the ledger and older
-    tools read them; traces use the format's own (``fib_core.data.json_io.write_float``)."""
-    if value is None or math.isfinite(value):
-        return value
-    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
 def _decode_float(value: object) -> object:
