@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from fib_core.atomic import atomic_write_text
-from fib_core.compile.options import default_cache_dir
+from fib_core.paths import cache_dir as default_cache_dir
 
 from .config import ApplyConfig
 from .key import ApplyKey, ApplyKeyFactory

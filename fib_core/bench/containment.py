@@ -24,9 +24,9 @@ def _inside(child: Path, parent: Path) -> bool:
 def worker_paths(dataset_root: Any) -> tuple[list[str], list[str]]:
     """(read-only folders, hidden folders) for a worker of a run over ``dataset_root``."""
     from fib_core.bench.integrity import ensure_key, key_dir
-    from fib_core.bench.reference import cache_root
+    from fib_core.paths import cache_dir
 
-    cache = cache_root()
+    cache = cache_dir()
     refs = cache / "reference"
     keys = key_dir(cache)
     ensure_key(cache)

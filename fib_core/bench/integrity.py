@@ -20,14 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from fib_core.atomic import atomic_write_bytes
-from fib_core.bench.reference import ReferenceCache, cache_root, write_cache_file
+from fib_core.bench.reference import ReferenceCache, write_cache_file
+from fib_core.paths import cache_dir
 
 log = logging.getLogger("fib_core.bench")
 KEY_BYTES = 32
 
 
 def key_dir(root: Path | None = None) -> Path:
-    return (root if root is not None else cache_root()) / "keys"
+    return (root if root is not None else cache_dir()) / "keys"
 
 
 def ensure_key(root: Path | None = None) -> bytes | None:

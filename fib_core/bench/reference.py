@@ -39,8 +39,6 @@ class ReferenceFailure(FibError):
     """The definition's reference cannot be loaded or returned something unusable."""
 
 
-cache_root = cache_dir  # the kit's one cache folder (fib_core.paths), under its old name here
-
 
 def reference_run(definition: Definition) -> Callable[..., Any]:
     """The ``run`` function of a Definition's ``reference`` text, executed once per content.
@@ -169,7 +167,7 @@ class ReferenceCache:
     """Reference outputs (safetensors) and latencies (JSON) under one folder."""
 
     def __init__(self, root: Path | None = None) -> None:
-        self.root = (root if root is not None else cache_root()) / "reference"
+        self.root = (root if root is not None else cache_dir()) / "reference"
 
     def _path(self, definition: Definition, key: str, suffix: str) -> Path:
         return self.root / definition.name / f"{key}{suffix}"

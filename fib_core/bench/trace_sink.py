@@ -24,13 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from fib_core.data.json_io import append_jsonl
+from fib_core.paths import cache_dir
 
 
 def _folders() -> list[Path]:
-    from fib_core.bench.reference import cache_root
-
     return [
-        cache_root() / "unsaved-traces",
+        cache_dir() / "unsaved-traces",
         Path(tempfile.gettempdir()) / "fib_core-unsaved-traces",
     ]
 

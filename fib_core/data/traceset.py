@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import os
 import re
 import shutil
 from collections.abc import Iterable
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fib_core.errors import SchemaError
+from fib_core.paths import DATASET_ENV, dataset_env_path
 
 from . import scoring
 from .blobs import load_blob, resolve_blob_path, save_blob
@@ -33,15 +33,13 @@ from .workload_checks import check_workload
 if TYPE_CHECKING:
     import torch
 
-DATASET_ENV = "FIB_DATASET_PATH"
 DEFAULT_DATASET_PATH = Path("~/.cache/flashinfer_bench/dataset")
 DATASET_FOLDERS = ("definitions", "solutions", "workloads", "traces")
 
 
 def default_dataset_root() -> Path:
     """``$FIB_DATASET_PATH`` if set, else the organizers' default cache folder."""
-    env = os.environ.get(DATASET_ENV)
-    return Path(env).expanduser() if env else DEFAULT_DATASET_PATH.expanduser()
+    return dataset_env_path() or DEFAULT_DATASET_PATH.expanduser()
 
 
 _UNSAFE_PATH_CHARS = re.compile(r"[^A-Za-z0-9._-]+")

@@ -37,12 +37,11 @@ from typing import Any
 
 from fib_core.dataset import registry
 from fib_core.errors import FibError
-from fib_core.paths import CACHE_ENV, cache_dir
+from fib_core.paths import CACHE_ENV, cache_dir, dataset_env_path
 
 DATA_VERSION = 1
 PACKAGE_DIR = Path(__file__).resolve().parent
 DEFINITIONS_DIR = registry.BUILTIN_DIR
-DATASET_ENV = "FIB_DATASET_PATH"
 QUICK_PER_DEFINITION = 3
 QUICK_TAG = "quick"
 
@@ -231,7 +230,4 @@ def embedded_dataset_path() -> Path:
 
 def default_dataset_path() -> Path:
     """``$FIB_DATASET_PATH`` when set (the real contest dataset), else the embedded one."""
-    env = os.environ.get(DATASET_ENV)
-    if env:
-        return Path(env).expanduser()
-    return embedded_dataset_path()
+    return dataset_env_path() or embedded_dataset_path()

@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fib_core.errors import FibError, is_lfs_pointer
-
-DATASET_ENV = "FIB_DATASET_PATH"
+from fib_core.paths import DATASET_ENV
 
 
 class DatasetCheckError(FibError):

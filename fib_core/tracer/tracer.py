@@ -28,12 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from fib_core.errors import ConfigError
+from fib_core.paths import dataset_env_path
 
 from .hook_impl import make_tracing_hook
 from .presets import axes_only_rule, full_preset
 from .types import TraceEntry, TracingRule
-
-DATASET_ENV = "FIB_DATASET_PATH"
 
 
 def kit_definitions() -> dict[str, Any]:
@@ -75,10 +74,7 @@ class Tracer:
         definitions: Mapping[str, Any] | None = None,
         default_rule: TracingRule | None = None,
     ) -> None:
-        env = os.environ.get(DATASET_ENV, "").strip()
-        root = Path(dataset_root).expanduser() if dataset_root is not None else None
-        if root is None and env:
-            root = Path(env).expanduser()
+        root = Path(dataset_root).expanduser() if dataset_root is not None else dataset_env_path()
         if out_dir is None:
             if root is None:
                 raise ConfigError(
