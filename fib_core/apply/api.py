@@ -9,7 +9,7 @@ the tracer installs itself there to record live workloads.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,14 @@ from . import runtime as _runtimes
 from .binding import ArgBinder
 from .config import ApplyConfig
 from .hook import get_apply_hook, set_apply_hook
-from .runtime import MISS, ApplyMissError, ApplyRuntime, get_runtime, set_runtime
+from .runtime import (
+    MISS,
+    ApplyMissError,
+    ApplyRuntime,
+    get_runtime,
+    result_or_fallback,
+    set_runtime,
+)
 
 
 def apply(
@@ -57,18 +64,11 @@ def apply(
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            hook, runtime = _hooks.current, _runtimes.current
-            if hook is None and runtime is None:
+            if _hooks.current is None and _runtimes.current is None:
                 return fn(*args, **kwargs)
             def_name = fixed_name if resolver is None else resolver(*args, **kwargs)
-            bound = binder.bind(args, kwargs)
-            if hook is not None:
-                hook(def_name, bound)
-            if runtime is not None:
-                result = runtime.route(def_name, bound)
-                if result is not MISS:
-                    return result
-            return fn(*args, **kwargs)
+            result = _observe_and_route(def_name, binder.bind(args, kwargs))
+            return fn(*args, **kwargs) if result is MISS else result
 
         wrapper.__wrapped__ = fn  # type: ignore[attr-defined]
         wrapper.__fib_apply__ = def_name_or_resolver  # type: ignore[attr-defined]
@@ -86,20 +86,18 @@ def _call_now(
         def_name = def_name_or_resolver
     else:
         def_name = def_name_or_resolver(**runtime_kwargs)
+    result = _observe_and_route(def_name, runtime_kwargs)
+    fix = "call enable_apply() first" if _runtimes.current is None else "record traces for them"
+    return result_or_fallback(result, def_name, runtime_kwargs, fallback, fix)
+
+
+def _observe_and_route(def_name: str, runtime_kwargs: Mapping[str, Any]) -> Any:
+    """Show the call to the hook (when set), then route it through the runtime (when
+    enabled): the solution's result, or MISS."""
     hook, runtime = _hooks.current, _runtimes.current
     if hook is not None:
         hook(def_name, runtime_kwargs)
-    if runtime is not None:
-        result = runtime.route(def_name, runtime_kwargs)
-        if result is not MISS:
-            return result
-    if fallback is None:
-        raise ApplyMissError(
-            f"apply: no solution routed for {def_name} "
-            f"({'no runtime enabled' if runtime is None else 'no recorded solution for these shapes'})"
-            " and no fallback given; pass fallback= or call enable_apply() first"
-        )
-    return fallback(**runtime_kwargs)
+    return MISS if runtime is None else runtime.route(def_name, runtime_kwargs)
 
 
 class ApplyHandle:

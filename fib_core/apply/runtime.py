@@ -239,14 +239,28 @@ class ApplyRuntime:
     ) -> Any:
         """Run the recorded solution, else ``fallback(**runtime_kwargs)``, else raise."""
         result = self.route(def_name, runtime_kwargs)
-        if result is not MISS:
-            return result
-        if fallback is None:
-            raise ApplyMissError(
-                f"apply: no recorded solution for {def_name} at this call's shapes and no "
-                "fallback given; pass fallback= or record traces for these shapes"
-            )
-        return fallback(**runtime_kwargs)
+        return result_or_fallback(
+            result, def_name, runtime_kwargs, fallback, "record traces for them"
+        )
+
+
+def result_or_fallback(
+    result: Any,
+    def_name: str,
+    runtime_kwargs: Mapping[str, Any],
+    fallback: Callable[..., Any] | None,
+    fix: str,
+) -> Any:
+    """``result`` when a solution ran; on a MISS ``fallback(**runtime_kwargs)``, or, without
+    a fallback, an ApplyMissError naming the definition and ``fix`` (what the caller can do)."""
+    if result is not MISS:
+        return result
+    if fallback is None:
+        raise ApplyMissError(
+            f"apply: no solution routed for {def_name} at this call's shapes and no fallback "
+            f"given; pass fallback= or {fix}"
+        )
+    return fallback(**runtime_kwargs)
 
 
 def _call(plan: _Plan, runnable: Any, kw: Mapping[str, Any], axes: tuple | None) -> Any:

@@ -7,14 +7,17 @@ nullability rules (which metrics a status carries) are enforced here once.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from fib_core.errors import SchemaError
 
 from . import _schema as s
 from .workload import RandomInput, SafetensorsInput, ScalarInput, Workload
+
+T = TypeVar("T")
 
 # The organizers' module layout has the input kinds in ``data.trace``; they live in .workload.
 __all__ = [
@@ -345,21 +348,22 @@ class ParseCache:
         self._environments: dict[str, tuple[dict, Environment]] = {}
 
     def workload(self, raw: Any) -> Workload:
-        key = raw.get("uuid") if isinstance(raw, dict) else None
-        if isinstance(key, str):
-            hit = self._workloads.get(key)
-            if hit is not None and hit[0] == raw:
-                return hit[1]
-        parsed = Workload.from_dict(raw)
-        self._workloads[parsed.uuid] = (raw, parsed)
-        return parsed
+        return _reuse(self._workloads, raw, "uuid", Workload.from_dict)
 
     def environment(self, raw: Any) -> Environment:
-        key = raw.get("hardware") if isinstance(raw, dict) else None
-        if isinstance(key, str):
-            hit = self._environments.get(key)
-            if hit is not None and hit[0] == raw:
-                return hit[1]
-        parsed = Environment.from_dict(raw)
-        self._environments[parsed.hardware] = (raw, parsed)
-        return parsed
+        return _reuse(self._environments, raw, "hardware", Environment.from_dict)
+
+
+def _reuse(
+    seen: dict[str, tuple[dict, T]], raw: Any, key_name: str, parse: Callable[[Any], T]
+) -> T:
+    """The object parsed before from an equal raw dict with the same ``key_name`` value, else
+    ``parse(raw)``, remembered under that value (the latest one wins)."""
+    key = raw.get(key_name) if isinstance(raw, dict) else None
+    if isinstance(key, str):
+        hit = seen.get(key)
+        if hit is not None and hit[0] == raw:
+            return hit[1]
+    parsed = parse(raw)
+    seen[raw[key_name]] = (raw, parsed)
+    return parsed

@@ -155,30 +155,41 @@ def _environment(ctx: Context) -> list[tuple[str, str]]:
     return out
 
 
-def _flashinfer(ctx: Context) -> list[tuple[str, str]]:
-    out = [
-        (f"{path}:{line}", f"imports {module}: the score would be FlashInfer's kernel, not yours")
+def _imports(ctx: Context, modules: Any, why: str) -> list[tuple[str, str]]:
+    """A finding per Python import of one of ``modules``: where, and why it matters."""
+    return [
+        (f"{path}:{line}", f"imports {module}: {why}")
         for path, line, module in ctx.python_imports()
-        if module in FLASHINFER_MODULES
+        if module in modules
     ]
-    out += [
-        (f"{path}:{line}", "includes FlashInfer headers: the score would be FlashInfer's kernel")
+
+
+def _includes(
+    ctx: Context, pattern: re.Pattern[str], why: Callable[[re.Match[str]], str]
+) -> list[tuple[str, str]]:
+    """A finding per source line ``pattern`` matches; ``why`` words it from the match."""
+    return [
+        (f"{path}:{line}", why(m))
         for path, line, text in ctx.text_lines()
-        if FLASHINFER_INCLUDE.search(text)
+        if (m := pattern.search(text)) is not None
     ]
+
+
+def _flashinfer(ctx: Context) -> list[tuple[str, str]]:
+    out = _imports(ctx, FLASHINFER_MODULES, "the score would be FlashInfer's kernel, not yours")
+    out += _includes(
+        ctx,
+        FLASHINFER_INCLUDE,
+        lambda _: "includes FlashInfer headers: the score would be FlashInfer's kernel",
+    )
     return out
 
 
 def _vendor(ctx: Context) -> list[tuple[str, str]]:
-    out = [
-        (f"{path}:{line}", f"imports {module}: another library's kernel would be what is scored")
-        for path, line, module in ctx.python_imports()
-        if module in VENDOR_MODULES
-    ]
-    for path, line, text in ctx.text_lines():
-        m = VENDOR_INCLUDES.search(text)
-        if m:
-            out.append((f"{path}:{line}", f"includes {m.group(1)}: a vendor library's kernel"))
+    out = _imports(ctx, VENDOR_MODULES, "another library's kernel would be what is scored")
+    out += _includes(
+        ctx, VENDOR_INCLUDES, lambda m: f"includes {m.group(1)}: a vendor library's kernel"
+    )
     for flag in ctx.cfg.build.extra_ldflags:
         m = VENDOR_LINK.search(flag)
         if m:

@@ -18,50 +18,18 @@ Example::
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fib_core.errors import ConfigError, FibError
+from fib_core.errors import ConfigError
+from fib_core.gitcmd import GitError, git
 
 if TYPE_CHECKING:
     from fib_core.project.config import KitConfig
 
 TAG_PREFIX = "submission-"
-_GIT_TIMEOUT_S = 60
-
-
-class GitError(FibError):
-    """A git command failed; the message carries git's own first line."""
-
-
-def git(root: Path, *args: str, env: dict[str, str] | None = None, data: str | None = None) -> str:
-    """Run ``git -C root args...`` and return its stdout stripped; GitError on failure."""
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(root), *args],
-            capture_output=True,
-            text=True,
-            input=data,
-            timeout=_GIT_TIMEOUT_S,
-            env={**os.environ, **(env or {})},
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError) as err:
-        raise GitError(f"git {args[0]}: {err}") from None
-    if out.returncode != 0:
-        first = (out.stderr.strip() or out.stdout.strip() or "failed").splitlines()[0]
-        hint = ""
-        if "tell me who you are" in out.stderr or "user.email" in out.stderr:
-            hint = (
-                "; set an identity first: git config user.name 'Your Name' && "
-                "git config user.email you@example.com"
-            )
-        raise GitError(f"git {' '.join(args[:2])}: {first}{hint}")
-    return out.stdout.strip()
 
 
 def uncommitted(root: Path) -> list[str]:

@@ -16,6 +16,7 @@ Example (what ``scripts/compare.py`` prints from two ``--json`` files)::
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from fib_core.report.results import RunResults, WorkloadResult
@@ -98,46 +99,28 @@ def comparability_warning(current: RunResults, previous: RunResults) -> str | No
 
 
 def _delta(cur: WorkloadResult, prev: WorkloadResult | None, floor_pct: float) -> Delta:
-    axes = dict(cur.axes)
     if prev is None:
-        return Delta(uuid=cur.uuid, verdict=NEW, axes=axes, current_ms=cur.latency_ms)
+        return Delta(uuid=cur.uuid, verdict=NEW, axes=dict(cur.axes), current_ms=cur.latency_ms)
+    # a workload both runs hold: every verdict below carries both latencies
+    both = functools.partial(
+        Delta,
+        uuid=cur.uuid,
+        axes=dict(cur.axes),
+        current_ms=cur.latency_ms,
+        previous_ms=prev.latency_ms,
+    )
     if not cur.passed or not prev.passed:
-        verdict = (
-            STILL_FAILING
-            if not cur.passed and not prev.passed
-            else (NOW_FAILING if not cur.passed else NOW_PASSING)
-        )
-        return Delta(
-            uuid=cur.uuid,
-            verdict=verdict,
-            axes=axes,
-            current_ms=cur.latency_ms,
-            previous_ms=prev.latency_ms,
-        )
+        if not cur.passed and not prev.passed:
+            return both(verdict=STILL_FAILING)
+        return both(verdict=NOW_FAILING if not cur.passed else NOW_PASSING)
     assert cur.latency_ms is not None and prev.latency_ms is not None  # PASSED rows are timed
     change = (cur.latency_ms - prev.latency_ms) / prev.latency_ms * 100.0
     if any(r.samples is not None and r.samples < MIN_SAMPLES for r in (cur, prev)):
-        return Delta(
-            uuid=cur.uuid,
-            verdict=ONE_SAMPLE,
-            axes=axes,
-            current_ms=cur.latency_ms,
-            previous_ms=prev.latency_ms,
-            change_pct=change,
-        )
+        return both(verdict=ONE_SAMPLE, change_pct=change)
     noise = noise_band_pct(cur, prev, floor_pct)
     outside = abs(change) > noise
     verdict = WITHIN_NOISE if not outside else (FASTER if change < 0 else SLOWER)
-    return Delta(
-        uuid=cur.uuid,
-        verdict=verdict,
-        axes=axes,
-        current_ms=cur.latency_ms,
-        previous_ms=prev.latency_ms,
-        change_pct=change,
-        noise_pct=noise,
-        outside_noise=outside,
-    )
+    return both(verdict=verdict, change_pct=change, noise_pct=noise, outside_noise=outside)
 
 
 def noise_band_pct(a: WorkloadResult, b: WorkloadResult, floor_pct: float) -> float:

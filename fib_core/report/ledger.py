@@ -20,14 +20,15 @@ Example::
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from fib_core.errors import FibError
-from fib_core.report.results import ResultsFileError, RunResults
+from fib_core.gitcmd import GitError
+from fib_core.gitcmd import git as run_git
+from fib_core.report.results import ResultsFileError, RunResults, check_format_tag
 from fib_core.report.summary import summarize
 
 LEDGER_FORMAT = "fib_core.ledger"
@@ -69,16 +70,9 @@ def git_state(root: str | Path) -> GitState:
 
     def git(*args: str) -> str | None:
         try:
-            out = subprocess.run(
-                ["git", "-C", str(root), *args],
-                capture_output=True,
-                text=True,
-                timeout=_GIT_TIMEOUT_S,
-                check=False,
-            )
-        except (OSError, subprocess.SubprocessError):
+            return run_git(Path(root), *args, timeout_s=_GIT_TIMEOUT_S)
+        except GitError:
             return None
-        return out.stdout.strip() if out.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
     if not commit:
@@ -172,16 +166,17 @@ class LedgerRecord:
     @classmethod
     def from_dict(cls, d: Any, *, source: str = "ledger") -> LedgerRecord:
         """Rebuild a record; raises :class:`LedgerError` naming ``source`` when malformed."""
-        if not isinstance(d, dict) or d.get("format") != LEDGER_FORMAT:
-            raise LedgerError(
-                f'{source}: not a ledger record (no "format": "{LEDGER_FORMAT}"); '
-                "delete that line or move the file aside"
-            )
-        if d.get("version") != LEDGER_VERSION:
-            raise LedgerError(
-                f"{source}: ledger record version {d.get('version')!r} is not supported "
-                f"(expected {LEDGER_VERSION}); move the file aside to start a new ledger"
-            )
+        check_format_tag(
+            d,
+            source,
+            LedgerError,
+            "ledger record",
+            (LEDGER_FORMAT, LEDGER_VERSION),
+            (
+                "delete that line or move the file aside",
+                "move the file aside to start a new ledger",
+            ),
+        )
         try:
             git = d.get("git") or {}
             sol = d.get("solution") or {}

@@ -52,17 +52,7 @@ def latency_svg(results: RunResults, salt: str) -> str | None:
     fig, ax = _figure()
     x = list(range(len(rows)))
     scale, unit = _time_unit([r.latency_ms for r in rows])
-    y = [r.latency_ms * scale for r in rows]
-    lo, hi = _error_bars(rows, scale)
-    ax.errorbar(
-        x,
-        y,
-        yerr=[lo, hi],
-        fmt="o-",
-        color=_COLORS["current"],
-        capsize=3,
-        label=f"{results.solution or 'solution'} (p10-p90)",
-    )
+    _plot_run_latency(ax, x, rows, scale, f"{results.solution or 'solution'} (p10-p90)")
     ref = [
         (i, r.reference_latency_ms) for i, r in zip(x, rows, strict=True) if r.reference_latency_ms
     ]
@@ -74,12 +64,7 @@ def latency_svg(results: RunResults, salt: str) -> str | None:
             color=_COLORS["reference"],
             label="reference",
         )
-    ax.set_yscale("log")
-    ax.set_ylabel(f"latency ({unit})")
-    _workload_axis(ax, rows)
-    ax.legend(loc="best", fontsize=8)
-    ax.set_title("Latency per workload")
-    return _svg(fig, salt)
+    return _latency_figure(fig, ax, rows, unit, "Latency per workload", salt)
 
 
 def speedup_svg(results: RunResults, salt: str) -> str | None:
@@ -171,22 +156,8 @@ def overlay_svg(
     )
     ax.plot(x, prev, "s--", color=_COLORS["previous"], label="previous run")
     cur_rows = [r for r, _ in pairs]
-    lo, hi = _error_bars(cur_rows, scale)
-    ax.errorbar(
-        x,
-        [r.latency_ms * scale for r in cur_rows],
-        yerr=[lo, hi],
-        fmt="o-",
-        color=_COLORS["current"],
-        capsize=3,
-        label="this run (p10-p90)",
-    )
-    ax.set_yscale("log")
-    ax.set_ylabel(f"latency ({unit})")
-    _workload_axis(ax, cur_rows)
-    ax.legend(loc="best", fontsize=8)
-    ax.set_title("This run over the previous one")
-    return _svg(fig, salt)
+    _plot_run_latency(ax, x, cur_rows, scale, "this run (p10-p90)")
+    return _latency_figure(fig, ax, cur_rows, unit, "This run over the previous one", salt)
 
 
 def cross_check_svg(rows: Sequence[Any], labels: Sequence[str], salt: str) -> str | None:
@@ -219,6 +190,27 @@ def _figure(height: float = _HEIGHT_IN) -> tuple[Any, Any]:
     ax = fig.add_subplot(1, 1, 1)
     ax.grid(True, axis="y", alpha=0.3)
     return fig, ax
+
+
+def _plot_run_latency(
+    ax: Any, x: Sequence[int], rows: Sequence[WorkloadResult], scale: float, label: str
+) -> None:
+    """A run's latency per workload, its p10-p90 spread as error bars."""
+    lo, hi = _error_bars(rows, scale)
+    y = [r.latency_ms * scale for r in rows]
+    ax.errorbar(x, y, yerr=[lo, hi], fmt="o-", color=_COLORS["current"], capsize=3, label=label)
+
+
+def _latency_figure(
+    fig: Any, ax: Any, rows: Sequence[WorkloadResult], unit: str, title: str, salt: str
+) -> str:
+    """The latency plots' common finish: log axis in ``unit``, workload labels, legend."""
+    ax.set_yscale("log")
+    ax.set_ylabel(f"latency ({unit})")
+    _workload_axis(ax, rows)
+    ax.legend(loc="best", fontsize=8)
+    ax.set_title(title)
+    return _svg(fig, salt)
 
 
 def _workload_axis(ax: Any, rows: Sequence[WorkloadResult]) -> None:

@@ -291,16 +291,14 @@ class RunResults:
     @classmethod
     def from_dict(cls, d: dict[str, Any], *, source: str = "results") -> RunResults:
         """Rebuild from ``to_dict`` output; raises :class:`ResultsFileError` naming ``source``."""
-        if not isinstance(d, dict) or d.get("format") != RESULTS_FORMAT:
-            raise ResultsFileError(
-                f'{source}: not a results file of this kit (no "format": "{RESULTS_FORMAT}"); '
-                "pass a file written by --json / RunResults.to_json"
-            )
-        if d.get("version") != RESULTS_VERSION:
-            raise ResultsFileError(
-                f"{source}: results format version {d.get('version')!r} is not supported "
-                f"(expected {RESULTS_VERSION}); re-run to write a new file"
-            )
+        check_format_tag(
+            d,
+            source,
+            ResultsFileError,
+            "results file of this kit",
+            (RESULTS_FORMAT, RESULTS_VERSION),
+            ("pass a file written by --json / RunResults.to_json", "re-run to write a new file"),
+        )
         try:
             return cls(
                 definition=d["definition"],
@@ -397,9 +395,34 @@ _TIMING_FIELDS = ("latency_ms", "reference_latency_ms", "speedup", "roofline_fra
 _ERROR_FIELDS = ("max_abs_error", "max_rel_error")
 # Read back: the format's spellings, and the short ones older results files hold.
 _NON_FINITE = {
-    "Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan,
-    "inf": math.inf, "-inf": -math.inf, "nan": math.nan,
+    "Infinity": math.inf,
+    "-Infinity": -math.inf,
+    "NaN": math.nan,
+    "inf": math.inf,
+    "-inf": -math.inf,
+    "nan": math.nan,
 }
+
+
+def check_format_tag(
+    d: Any,
+    source: str,
+    error: type[Exception],
+    what: str,
+    tag: tuple[str, int],
+    fixes: tuple[str, str],
+) -> None:
+    """Raise ``error`` unless ``d`` is a dict carrying this kit's ``"format"`` and
+    ``"version"`` (``tag``): a foreign file and an old one each get one line naming
+    ``source`` and the matching entry of ``fixes``."""
+    fmt, version = tag
+    if not isinstance(d, dict) or d.get("format") != fmt:
+        raise error(f'{source}: not a {what} (no "format": "{fmt}"); {fixes[0]}')
+    if d.get("version") != version:
+        raise error(
+            f"{source}: {what} version {d.get('version')!r} is not supported "
+            f"(expected {version}); {fixes[1]}"
+        )
 
 
 def _check_number(
