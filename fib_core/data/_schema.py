@@ -8,9 +8,10 @@ trace in a dataset: loading tens of thousands of records must stay cheap.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 from fib_core.errors import SchemaError
 
@@ -234,3 +235,52 @@ def with_unknown(out: dict, unknown: dict, order: tuple[str, ...] | None) -> dic
     every ``to_dict`` ends with, so newer files round-trip byte for byte."""
     out.update(unknown)
     return in_order(out, order)
+
+
+class Record:
+    """Base of the schema dataclasses that map one JSON object: ``from_dict`` read off the
+    dataclass fields, so each key is named once (in the field list).
+
+    A field without a default is a required key, one with a default an optional key (absent:
+    the default). ``PARSE`` maps a key to the function turning its raw value into the field
+    (nested objects; the function names its own field path). ``TAGS`` are keys the format has
+    but the class keeps no field for (an axis's ``type``). Keys the schema does not name go to
+    the ``UNKNOWN`` field and the parsed key order to ``_keys``, so ``to_dict`` writes a newer
+    file back as it was.
+    """
+
+    PARSE: ClassVar[dict[str, Callable[[Any], Any]]] = {}
+    TAGS: ClassVar[tuple[str, ...]] = ()
+    UNKNOWN: ClassVar[str] = "extra"
+
+    @classmethod
+    def _schema_keys(cls) -> tuple[tuple[tuple[str, bool], ...], frozenset[str]]:
+        """((key, required) per field, every known key), computed once per class."""
+        cached = cls.__dict__.get("_schema_cache")
+        if cached is None:
+            keys = tuple(
+                (
+                    f.name,
+                    f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+                )
+                for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+                if f.name not in (cls.UNKNOWN, "_keys")
+            )
+            cached = (keys, frozenset(name for name, _ in keys) | frozenset(cls.TAGS))
+            cls._schema_cache = cached  # type: ignore[attr-defined]
+        return cached
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Self:
+        """Parse one JSON object; a SchemaError names the field path inside it."""
+        as_object(d, "")
+        keys, known = cls._schema_keys()
+        kwargs: dict[str, Any] = {}
+        for key, required in keys:
+            if key in d:
+                parse = cls.PARSE.get(key)
+                kwargs[key] = d[key] if parse is None else parse(d[key])
+            elif required:
+                raise SchemaError(f"the required key {key!r}")
+        kwargs[cls.UNKNOWN] = unknown_keys(d, known)
+        return cls(**kwargs, _keys=key_order(d))

@@ -19,7 +19,7 @@ from .dtypes import DTYPE_NAMES, is_dtype_name
 
 
 @dataclass
-class AxisConst:
+class AxisConst(s.Record):
     """An axis whose size is fixed by the definition (``{"type": "const", "value": N}``)."""
 
     value: int
@@ -28,21 +28,11 @@ class AxisConst:
     _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
     type: ClassVar[str] = "const"
-    _KNOWN: ClassVar[frozenset[str]] = frozenset({"type", "value", "description"})
+    TAGS = ("type",)
 
     def __post_init__(self) -> None:
         s.check_int(self.value, "value")
         s.check_opt_str(self.description, "description")
-
-    @classmethod
-    def from_dict(cls, d: dict) -> AxisConst:
-        s.as_object(d, "")
-        return cls(
-            value=s.require(d, "value", ""),
-            description=d.get("description"),
-            extra=s.unknown_keys(d, cls._KNOWN),
-            _keys=s.key_order(d),
-        )
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = {"type": "const", "value": self.value}
@@ -51,7 +41,7 @@ class AxisConst:
 
 
 @dataclass
-class AxisVar:
+class AxisVar(s.Record):
     """An axis whose size each workload chooses (``{"type": "var"}``)."""
 
     description: str | None = None
@@ -59,19 +49,10 @@ class AxisVar:
     _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
     type: ClassVar[str] = "var"
-    _KNOWN: ClassVar[frozenset[str]] = frozenset({"type", "description"})
+    TAGS = ("type",)
 
     def __post_init__(self) -> None:
         s.check_opt_str(self.description, "description")
-
-    @classmethod
-    def from_dict(cls, d: dict) -> AxisVar:
-        s.as_object(d, "")
-        return cls(
-            description=d.get("description"),
-            extra=s.unknown_keys(d, cls._KNOWN),
-            _keys=s.key_order(d),
-        )
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = {"type": "var"}
@@ -94,7 +75,7 @@ def axis_from_dict(d: Any) -> Axis:
 
 
 @dataclass
-class TensorSpec:
+class TensorSpec(s.Record):
     """One input or output: its shape as axis names (None = Python scalar, [] = 0-d tensor)."""
 
     shape: list[str] | None
@@ -103,8 +84,6 @@ class TensorSpec:
     optional: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
     _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-
-    _KNOWN: ClassVar[frozenset[str]] = frozenset({"shape", "dtype", "description", "optional"})
 
     def __post_init__(self) -> None:
         if self.shape is not None:
@@ -123,18 +102,6 @@ class TensorSpec:
     def is_scalar(self) -> bool:
         """True for a Python scalar argument (``shape`` null in the file)."""
         return self.shape is None
-
-    @classmethod
-    def from_dict(cls, d: dict) -> TensorSpec:
-        s.as_object(d, "")
-        return cls(
-            shape=s.require(d, "shape", ""),
-            dtype=s.require(d, "dtype", ""),
-            description=d.get("description"),
-            optional=d.get("optional", False),
-            extra=s.unknown_keys(d, cls._KNOWN),
-            _keys=s.key_order(d),
-        )
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = {
@@ -160,7 +127,7 @@ class _Constraint:
 
 
 @dataclass
-class Definition:
+class Definition(s.Record):
     """An operator contract: axes, inputs and outputs in call order, constraints, reference."""
 
     name: str
@@ -175,19 +142,11 @@ class Definition:
     extra: dict[str, Any] = field(default_factory=dict)
     _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
-    _KNOWN: ClassVar[frozenset[str]] = frozenset(
-        {
-            "name",
-            "description",
-            "op_type",
-            "tags",
-            "axes",
-            "constraints",
-            "inputs",
-            "outputs",
-            "reference",
-        }
-    )
+    PARSE = {
+        "axes": lambda raw: s.parse_entries(raw, "axes", axis_from_dict),
+        "inputs": lambda raw: s.parse_entries(raw, "inputs", TensorSpec.from_dict),
+        "outputs": lambda raw: s.parse_entries(raw, "outputs", TensorSpec.from_dict),
+    }
 
     def __post_init__(self) -> None:
         s.check_file_name(self.name, "name")
@@ -241,23 +200,6 @@ class Definition:
                 self.__dict__["_signature"] = (self.reference, names)
                 return
         raise SchemaError("a top-level function named 'run'", field="reference")
-
-    @classmethod
-    def from_dict(cls, d: dict) -> Definition:
-        s.as_object(d, "")
-        return cls(
-            name=s.require(d, "name", ""),
-            op_type=s.require(d, "op_type", ""),
-            axes=s.parse_entries(s.require(d, "axes", ""), "axes", axis_from_dict),
-            inputs=s.parse_entries(s.require(d, "inputs", ""), "inputs", TensorSpec.from_dict),
-            outputs=s.parse_entries(s.require(d, "outputs", ""), "outputs", TensorSpec.from_dict),
-            reference=s.require(d, "reference", ""),
-            tags=d.get("tags", []),
-            description=d.get("description"),
-            constraints=d.get("constraints", []),
-            extra=s.unknown_keys(d, cls._KNOWN),
-            _keys=s.key_order(d),
-        )
 
     def to_dict(self) -> dict:
         keys = self._keys

@@ -10,7 +10,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any
 
 from fib_core.errors import SchemaError
 
@@ -103,8 +103,10 @@ class SourceFile:
 
 
 @dataclass
-class BuildSpec:
+class BuildSpec(s.Record):
     """How to build and call: language, targets, ``file::function`` entry point, conventions."""
+
+    PARSE = {"binding": lambda raw: "tvm-ffi" if raw is None else raw}  # null: the default
 
     language: SupportedLanguages | str
     target_hardware: list[str]
@@ -114,17 +116,6 @@ class BuildSpec:
     binding: str = "tvm-ffi"
     extra: dict[str, Any] = field(default_factory=dict)
     _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-
-    _KNOWN: ClassVar[frozenset[str]] = frozenset(
-        {
-            "language",
-            "target_hardware",
-            "entry_point",
-            "dependencies",
-            "destination_passing_style",
-            "binding",
-        }
-    )
 
     def __post_init__(self) -> None:
         try:
@@ -163,21 +154,6 @@ class BuildSpec:
     def entry_function(self) -> str:
         return self.entry_point.partition("::")[2]
 
-    @classmethod
-    def from_dict(cls, d: dict) -> BuildSpec:
-        s.as_object(d, "")
-        binding = d.get("binding")
-        return cls(
-            language=s.require(d, "language", ""),
-            target_hardware=s.require(d, "target_hardware", ""),
-            entry_point=s.require(d, "entry_point", ""),
-            dependencies=d.get("dependencies", []),
-            destination_passing_style=d.get("destination_passing_style", True),
-            binding="tvm-ffi" if binding is None else binding,
-            extra=s.unknown_keys(d, cls._KNOWN),
-            _keys=s.key_order(d),
-        )
-
     def to_dict(self, *, explicit: bool = False) -> dict:
         """The JSON form; ``explicit`` writes defaulted keys too (used by the hash)."""
         keys = self._keys
@@ -199,8 +175,21 @@ class BuildSpec:
         return s.with_unknown(out, self.extra, keys)
 
 
+def _sources_from_list(raw: Any) -> list[SourceFile]:
+    if not isinstance(raw, list):
+        raise SchemaError("a list of {path, content} objects", field="sources", found=raw)
+    return [
+        s.parse_under(f"sources[{i}]", SourceFile.from_dict, item) for i, item in enumerate(raw)
+    ]
+
+
 @dataclass
-class Solution:
+class Solution(s.Record):
+    PARSE = {
+        "spec": lambda raw: s.parse_under("spec", BuildSpec.from_dict, raw),
+        "sources": _sources_from_list,
+    }
+
     name: str
     definition: str
     author: str
@@ -209,10 +198,6 @@ class Solution:
     description: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-
-    _KNOWN: ClassVar[frozenset[str]] = frozenset(
-        {"name", "definition", "author", "description", "spec", "sources"}
-    )
 
     def __post_init__(self) -> None:
         s.check_str(self.name, "name")
@@ -247,30 +232,6 @@ class Solution:
                 field="spec.entry_point",
                 found=self.spec.entry_point,
             )
-
-    @classmethod
-    def from_dict(cls, d: dict) -> Solution:
-        s.as_object(d, "")
-        spec = s.parse_under("spec", BuildSpec.from_dict, s.require(d, "spec", ""))
-        raw_sources = s.require(d, "sources", "")
-        if not isinstance(raw_sources, list):
-            raise SchemaError(
-                "a list of {path, content} objects", field="sources", found=raw_sources
-            )
-        sources = [
-            s.parse_under(f"sources[{i}]", SourceFile.from_dict, raw)
-            for i, raw in enumerate(raw_sources)
-        ]
-        return cls(
-            name=s.require(d, "name", ""),
-            definition=s.require(d, "definition", ""),
-            author=s.require(d, "author", ""),
-            spec=spec,
-            sources=sources,
-            description=d.get("description"),
-            extra=s.unknown_keys(d, cls._KNOWN),
-            _keys=s.key_order(d),
-        )
 
     def to_dict(self) -> dict:
         keys = self._keys

@@ -50,18 +50,16 @@ _WITH_CORRECTNESS = frozenset({EvaluationStatus.PASSED, EvaluationStatus.INCORRE
 
 
 @dataclass
-class Correctness:
+class Correctness(s.Record):
     """Worst errors over the outputs; inf/NaN are legal values (written as strings)."""
+
+    UNKNOWN = "unknown"  # "extra" is a key of the format here
 
     max_relative_error: float
     max_absolute_error: float
     extra: dict[str, Any] | None = None
     unknown: dict[str, Any] = field(default_factory=dict, repr=False)
     _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-
-    _KNOWN: ClassVar[frozenset[str]] = frozenset(
-        {"max_relative_error", "max_absolute_error", "extra"}
-    )
 
     def __post_init__(self) -> None:
         self.max_relative_error = s.read_float(
@@ -73,17 +71,6 @@ class Correctness:
         if self.extra is not None:
             s.as_object(self.extra, "extra")
 
-    @classmethod
-    def from_dict(cls, d: dict) -> Correctness:
-        s.as_object(d, "")
-        return cls(
-            max_relative_error=s.require(d, "max_relative_error", ""),
-            max_absolute_error=s.require(d, "max_absolute_error", ""),
-            extra=d.get("extra"),
-            unknown=s.unknown_keys(d, cls._KNOWN),
-            _keys=s.key_order(d),
-        )
-
     def to_dict(self) -> dict:
         out: dict[str, Any] = {
             "max_relative_error": s.write_float(self.max_relative_error),
@@ -94,7 +81,7 @@ class Correctness:
 
 
 @dataclass
-class Performance:
+class Performance(s.Record):
     """Latencies in milliseconds; ``extra`` holds the kit's additions (spread, timing method)."""
 
     latency_ms: float
@@ -102,10 +89,6 @@ class Performance:
     speedup_factor: float
     extra: dict[str, Any] = field(default_factory=dict)
     _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-
-    _KNOWN: ClassVar[frozenset[str]] = frozenset(
-        {"latency_ms", "reference_latency_ms", "speedup_factor"}
-    )
 
     def __post_init__(self) -> None:
         self.latency_ms = s.read_float(self.latency_ms, "latency_ms", non_negative=True)
@@ -119,17 +102,6 @@ class Performance:
         """A latency usable for scoring: finite and positive."""
         return math.isfinite(self.latency_ms) and self.latency_ms > 0
 
-    @classmethod
-    def from_dict(cls, d: dict) -> Performance:
-        s.as_object(d, "")
-        return cls(
-            latency_ms=s.require(d, "latency_ms", ""),
-            reference_latency_ms=s.require(d, "reference_latency_ms", ""),
-            speedup_factor=s.require(d, "speedup_factor", ""),
-            extra=s.unknown_keys(d, cls._KNOWN),
-            _keys=s.key_order(d),
-        )
-
     def to_dict(self) -> dict:
         out: dict[str, Any] = {
             "latency_ms": s.write_float(self.latency_ms),
@@ -140,27 +112,15 @@ class Performance:
 
 
 @dataclass
-class Environment:
+class Environment(s.Record):
     hardware: str
     libs: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
-    _KNOWN: ClassVar[frozenset[str]] = frozenset({"hardware", "libs"})
-
     def __post_init__(self) -> None:
         s.check_str(self.hardware, "hardware", non_empty=False)
         s.check_str_dict(self.libs, "libs")
-
-    @classmethod
-    def from_dict(cls, d: dict) -> Environment:
-        s.as_object(d, "")
-        return cls(
-            hardware=s.require(d, "hardware", ""),
-            libs=d.get("libs", {}),
-            extra=s.unknown_keys(d, cls._KNOWN),
-            _keys=s.key_order(d),
-        )
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = {"hardware": self.hardware, "libs": dict(self.libs)}

@@ -54,7 +54,7 @@ def _path_segment(text: str) -> str:
     cleaned = _UNSAFE_PATH_CHARS.sub("_", text).strip("._")
     if len(cleaned) > _MAX_SEGMENT:
         digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-        cleaned = f"{cleaned[:_MAX_SEGMENT - 13]}-{digest}"
+        cleaned = f"{cleaned[: _MAX_SEGMENT - 13]}-{digest}"
     return cleaned or "unknown"
 
 
@@ -97,13 +97,15 @@ class TraceSet:
         root = Path(path).expanduser() if path is not None else default_dataset_root()
         if not root.is_dir():
             raise DatasetNotFoundError(
-                root, "dataset folder",
+                root,
+                "dataset folder",
                 f"pass the dataset root or set {DATASET_ENV}; it holds definitions/ and workloads/",
             )
         if not any((root / sub).is_dir() for sub in DATASET_FOLDERS):
             # Most likely a folder above or below the dataset root: say so rather than load nothing.
             raise DatasetNotFoundError(
-                root, "dataset folders (" + ", ".join(f"{s}/" for s in DATASET_FOLDERS) + ")",
+                root,
+                "dataset folders (" + ", ".join(f"{s}/" for s in DATASET_FOLDERS) + ")",
                 "is this the dataset root? point at the folder that holds definitions/",
             )
         # Building ~10 objects a record makes the cyclic GC rescan the growing heap again and
@@ -151,8 +153,9 @@ class TraceSet:
                 bucket.setdefault(trace.definition, []).append(trace)
         return ts
 
-    def _check_workload(self, trace: Trace, file: Path | None = None,
-                        line: int | None = None) -> None:
+    def _check_workload(
+        self, trace: Trace, file: Path | None = None, line: int | None = None
+    ) -> None:
         """A workload must fit its definition (axes, input names and kinds, blob paths)."""
         definition = self.definitions.get(trace.definition)
         if definition is None:
@@ -203,7 +206,8 @@ class TraceSet:
     ) -> Trace | None:
         """The qualifying passed trace with the highest speedup (optionally for exact ``axes``)."""
         candidates = [
-            t for t in self.filter_traces(def_name, max_abs_error, max_rel_error)
+            t
+            for t in self.filter_traces(def_name, max_abs_error, max_rel_error)
             if axes is None or t.workload.axes == axes
         ]
         if not candidates:
@@ -220,7 +224,9 @@ class TraceSet:
             return [definition_name]
         return [n for n, d in self.definitions.items() if op_type is None or d.op_type == op_type]
 
-    def get_solution_score(self, solution_name: str, baseline_author: str = "baseline") -> float | None:
+    def get_solution_score(
+        self, solution_name: str, baseline_author: str = "baseline"
+    ) -> float | None:
         """Mean speedup over the baseline; 0 if any trace failed; None if not comparable."""
         sol = self.get_solution(solution_name)
         if sol is None:
@@ -240,7 +246,8 @@ class TraceSet:
         for def_name in scope:
             solutions = self.solutions.get(def_name, [])
             contenders = {
-                s.author for s in solutions
+                s.author
+                for s in solutions
                 if s.author != baseline_author and (wanted is None or s.author in wanted)
             }
             if not contenders:
@@ -297,9 +304,7 @@ class TraceSet:
         """
         scope = self._scope(op_type, definition_name)
         traces = [t for name in scope for t in self.traces.get(name, ())]
-        latencies = [
-            t.evaluation.performance.latency_ms for t in traces if t.is_successful()
-        ]
+        latencies = [t.evaluation.performance.latency_ms for t in traces if t.is_successful()]
         out: dict[str, Any] = {
             "total": len(traces),
             "passed": len(latencies),
@@ -332,16 +337,24 @@ class TraceSet:
             raise DatasetError(f"definition {definition.name!r} is already in the dataset")
         self.definitions[definition.name] = definition
         if self.root is not None:
-            dump_json(definition, self.root / "definitions" / definition.op_type
-                      / f"{definition.name}.json")
+            dump_json(
+                definition,
+                self.root / "definitions" / definition.op_type / f"{definition.name}.json",
+            )
 
     def add_solution(self, solution: Solution) -> None:
         """Add a solution (written to ``solutions/<author>/<definition>/<name>.json`` when rooted)."""
         self._index_solution(solution)
         self.solutions.setdefault(solution.definition, []).append(solution)
         if self.root is not None:
-            dump_json(solution, self.root / "solutions" / _path_segment(solution.author)
-                      / _path_segment(solution.definition) / f"{_path_segment(solution.name)}.json")
+            dump_json(
+                solution,
+                self.root
+                / "solutions"
+                / _path_segment(solution.author)
+                / _path_segment(solution.definition)
+                / f"{_path_segment(solution.name)}.json",
+            )
 
     def add_traces(self, traces: Iterable[Trace]) -> None:
         """Add evaluated traces; when rooted, append to ``traces/<author>/<op_type>/<def>.jsonl``."""
@@ -357,7 +370,9 @@ class TraceSet:
             if self.root is not None:
                 sol = self.get_solution(trace.solution) if trace.solution else None
                 author = _path_segment(sol.author if sol is not None else "unknown")
-                path = self.root / "traces" / author / definition.op_type / f"{definition.name}.jsonl"
+                path = (
+                    self.root / "traces" / author / definition.op_type / f"{definition.name}.jsonl"
+                )
                 buckets.setdefault(path, []).append(trace)
         for path, items in buckets.items():
             append_jsonl(path, items)
@@ -406,7 +421,10 @@ class TraceSet:
         root = self._require_root("save a workload blob")
         definition = self.get_definition(def_name)
         rel = (
-            Path("blob") / "workloads" / definition.op_type / def_name
+            Path("blob")
+            / "workloads"
+            / definition.op_type
+            / def_name
             / f"{def_name}_{_path_segment(workload_uuid)}.safetensors"
         )
         save_blob(root / rel, tensors)

@@ -101,16 +101,16 @@ def input_spec_from_dict(d: Any) -> InputSpec:
 
 
 @dataclass
-class Workload:
+class Workload(s.Record):
     """Var-axis values plus an input spec per input name, identified by ``uuid``."""
+
+    PARSE = {"inputs": lambda raw: s.parse_entries(raw, "inputs", input_spec_from_dict)}
 
     uuid: str
     axes: dict[str, int]
     inputs: dict[str, InputSpec]
     extra: dict[str, Any] = field(default_factory=dict)
     _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-
-    _KNOWN: ClassVar[frozenset[str]] = frozenset({"uuid", "axes", "inputs"})
 
     def __post_init__(self) -> None:
         s.check_str(self.uuid, "uuid")
@@ -125,17 +125,6 @@ class Workload:
     def tags(self) -> list[str]:
         """Labels such as "quick" kept in the record's ``tags`` key ([] when absent)."""
         return list(self.extra.get("tags", ()))
-
-    @classmethod
-    def from_dict(cls, d: dict) -> Workload:
-        s.as_object(d, "")
-        return cls(
-            uuid=s.require(d, "uuid", ""),
-            axes=s.require(d, "axes", ""),
-            inputs=s.parse_entries(s.require(d, "inputs", ""), "inputs", input_spec_from_dict),
-            extra=s.unknown_keys(d, cls._KNOWN),
-            _keys=s.key_order(d),
-        )
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = {
