@@ -127,8 +127,9 @@ class Evaluator:
             result = self._evaluate(definition, solution, workload, cfg, task, extra)
         except _Failed as failed:
             corr = failed.correctness.to_dict() if failed.correctness is not None else None
-            result = EvalResult(task.task_id, failed.status, failed.log, corr, None, extra,
-                                failed.fatal)
+            result = EvalResult(
+                task.task_id, failed.status, failed.log, corr, None, extra, failed.fatal
+            )
         finally:
             self.phase = outer_phase
         extra["harness_seconds"] = round(time.perf_counter() - started, 3)
@@ -145,7 +146,9 @@ class Evaluator:
 
     # --- the flow ------------------------------------------------------------------------
 
-    def _evaluate(self, definition, solution, workload, cfg: BenchmarkConfig, task, extra) -> EvalResult:
+    def _evaluate(
+        self, definition, solution, workload, cfg: BenchmarkConfig, task, extra
+    ) -> EvalResult:
         tol = resolve_tolerance(definition, cfg)
         extra["tolerance"] = tol.to_dict()
         self.phase("build")
@@ -174,8 +177,14 @@ class Evaluator:
         speedup = ref_ms / timing.latency_ms if timing.latency_ms > 0 and ref_ms > 0 else 0.0
         perf = Performance(timing.latency_ms, ref_ms, speedup, extra=perf_extra)
         log = check.message
-        return EvalResult(task.task_id, EvaluationStatus.PASSED, log, check.correctness.to_dict(),
-                          perf.to_dict(), extra)
+        return EvalResult(
+            task.task_id,
+            EvaluationStatus.PASSED,
+            log,
+            check.correctness.to_dict(),
+            perf.to_dict(),
+            extra,
+        )
 
     def _build(self, solution, definition, cfg: BenchmarkConfig) -> Any:
         from fib_core.compile.build import build as build_solution
@@ -199,8 +208,15 @@ class Evaluator:
         notes: list[str] = []
 
         def make(k: int) -> list:
-            return generate_inputs(definition, workload, seed=cfg.seed, device=self.device,
-                                   dataset_root=root, input_set=k, blob_cache=blob_cache)
+            return generate_inputs(
+                definition,
+                workload,
+                seed=cfg.seed,
+                device=self.device,
+                dataset_root=root,
+                input_set=k,
+                blob_cache=blob_cache,
+            )
 
         try:
             sets = [make(0)]
@@ -208,15 +224,23 @@ class Evaluator:
             sets += [make(k) for k in range(1, wanted)]
         except FibError as err:
             raise _Failed(EvaluationStatus.RUNTIME_ERROR, f"inputs: {err}") from None
-        failed = definition.check_constraints(workload.axes, dict(zip(definition.input_names, sets[0], strict=True)))
+        failed = definition.check_constraints(
+            workload.axes, dict(zip(definition.input_names, sets[0], strict=True))
+        )
         if failed:
             notes.append("workload violates constraint(s): " + "; ".join(failed))
 
         def compute_ref(k: int) -> list:
             with self._reference_errors():
-                out, _ = reference_outputs(definition, workload, sets[k], seed=cfg.seed,
-                                           device=self.device, input_set=k,
-                                           cache=self.ref_cache)
+                out, _ = reference_outputs(
+                    definition,
+                    workload,
+                    sets[k],
+                    seed=cfg.seed,
+                    device=self.device,
+                    input_set=k,
+                    cache=self.ref_cache,
+                )
             return out
 
         if self.remote_check is not None:
@@ -228,12 +252,21 @@ class Evaluator:
             with self._reference_errors():
                 refs, latency = self._references(definition, workload, sets, cfg)
         rotating = [
-            j for j in range(len(sets[0]))
+            j
+            for j in range(len(sets[0]))
             if any(s[j] is not sets[0][j] for s in sets[1:])
             and (_is_tensor(sets[0][j]) or any(s[j] != sets[0][j] for s in sets[1:]))
         ]
-        return _Prepared(sets, refs, clone_args(sets[0]), rotating, dict(workload.axes), notes,
-                         compute_ref, latency)
+        return _Prepared(
+            sets,
+            refs,
+            clone_args(sets[0]),
+            rotating,
+            dict(workload.axes),
+            notes,
+            compute_ref,
+            latency,
+        )
 
     @contextmanager
     def _reference_errors(self):
@@ -245,8 +278,11 @@ class Evaluator:
         except FibError as err:
             raise _Failed(EvaluationStatus.RUNTIME_ERROR, f"reference: {err}") from None
         except Exception:
-            raise _Failed(EvaluationStatus.RUNTIME_ERROR, "reference failed (not the solution's fault):\n"
-                          + _tail(traceback.format_exc()), fatal=self._cuda_broken()) from None
+            raise _Failed(
+                EvaluationStatus.RUNTIME_ERROR,
+                "reference failed (not the solution's fault):\n" + _tail(traceback.format_exc()),
+                fatal=self._cuda_broken(),
+            ) from None
 
     def _references(self, definition, workload, sets: list, cfg: BenchmarkConfig):
         """Reference outputs of the checked sets and the re-check pool (disk-cached), and the
@@ -262,10 +298,18 @@ class Evaluator:
 
         timed_calls = eval_settings(definition.name).reference_timed_calls
         method, _ = choose_method(cfg.timing_method, self.kind)
-        lat_key = latency_key(definition, workload, seed=cfg.seed, device_kind=self.kind,
-                              hardware=self.env.hardware,
-                              timing={"version": REFERENCE_TIMING_VERSION, "method": method,
-                                      "timed_calls": timed_calls})
+        lat_key = latency_key(
+            definition,
+            workload,
+            seed=cfg.seed,
+            device_kind=self.kind,
+            hardware=self.env.hardware,
+            timing={
+                "version": REFERENCE_TIMING_VERSION,
+                "method": method,
+                "timed_calls": timed_calls,
+            },
+        )
         cached_latency = None
         if cfg.profile_baseline:
             cached_latency = self.ref_cache.load_latency(definition, lat_key)
@@ -273,8 +317,9 @@ class Evaluator:
         fast_fn = fast_reference_for(definition.name)
 
         def key(k: int) -> str:
-            return reference_key(definition, workload, seed=cfg.seed, device_kind=self.kind,
-                                 input_set=k)
+            return reference_key(
+                definition, workload, seed=cfg.seed, device_kind=self.kind, input_set=k
+            )
 
         def measure_exact(ks: list[int]):
             args: dict[int, list] = {}
@@ -288,8 +333,16 @@ class Evaluator:
                 raws[i] = exact_fn(*args[i])
 
             warmup = 1 if len(ks) >= 2 else 0
-            result = measure(call, prepare, device=self.device, method=method, warmup=warmup,
-                             iterations=len(ks) - warmup, trials=1, flusher=self._get_flusher())
+            result = measure(
+                call,
+                prepare,
+                device=self.device,
+                method=method,
+                warmup=warmup,
+                iterations=len(ks) - warmup,
+                trials=1,
+                flusher=self._get_flusher(),
+            )
             outputs = {k: reference_result(definition, raws[i]) for i, k in enumerate(ks)}
             return outputs, result.latency_ms, result.to_extra()
 
@@ -297,8 +350,7 @@ class Evaluator:
             return reference_result(definition, exact_fn(*clone_args(sets[k])))
 
         def fast(k: int) -> list:
-            return reference_result(definition, fast_fn(*clone_args(sets[k])),
-                                    "the fast reference")
+            return reference_result(definition, fast_fn(*clone_args(sets[k])), "the fast reference")
 
         run = run_references(
             checked_indices(len(sets), cfg.num_input_sets, cfg.num_trials),
@@ -312,12 +364,15 @@ class Evaluator:
         )
         latency = None
         if cached_latency is not None:
-            latency = (float(cached_latency["latency_ms"]), {**cached_latency["extra"],
-                                                             "cached": True})
+            latency = (
+                float(cached_latency["latency_ms"]),
+                {**cached_latency["extra"], "cached": True},
+            )
         elif run.latency_ms is not None:
             latency = (run.latency_ms, run.latency_extra)
-            self.ref_cache.store_latency(definition, lat_key, {"latency_ms": run.latency_ms,
-                                                               "extra": run.latency_extra})
+            self.ref_cache.store_latency(
+                definition, lat_key, {"latency_ms": run.latency_ms, "extra": run.latency_extra}
+            )
         return run.outputs, latency
 
     def _affordable_sets(self, first: Sequence, cfg: BenchmarkConfig, notes: list[str]) -> int:
@@ -327,8 +382,9 @@ class Evaluator:
         of free memory."""
         if cfg.num_input_sets == 1:
             return 1
-        target = min(MAX_INPUT_SETS,
-                     cfg.num_input_sets + cfg.warmup_runs + cfg.iterations * cfg.num_trials)
+        target = min(
+            MAX_INPUT_SETS, cfg.num_input_sets + cfg.warmup_runs + cfg.iterations * cfg.num_trials
+        )
         size = sum(v.numel() * v.element_size() for v in first if _is_tensor(v))
         if size == 0:
             return target
@@ -350,7 +406,9 @@ class Evaluator:
             raise _Failed(EvaluationStatus.INCORRECT_SHAPE, str(err)) from None
         except Exception:
             fatal = self._cuda_broken()
-            raise _Failed(EvaluationStatus.RUNTIME_ERROR, _solution_traceback(), fatal=fatal) from None
+            raise _Failed(
+                EvaluationStatus.RUNTIME_ERROR, _solution_traceback(), fatal=fatal
+            ) from None
 
     def _new_outputs(self, definition, prep: _Prepared) -> list:
         import torch
@@ -368,20 +426,32 @@ class Evaluator:
             outs.append(poison_(t))
         return outs
 
-    def _correctness_run(self, definition, runnable, prep: _Prepared, tol: Tolerance,
-                         cfg: BenchmarkConfig, extra: dict) -> CheckResult:
+    def _correctness_run(
+        self,
+        definition,
+        runnable,
+        prep: _Prepared,
+        tol: Tolerance,
+        cfg: BenchmarkConfig,
+        extra: dict,
+    ) -> CheckResult:
         outputs = self._new_outputs(definition, prep) if runnable.dps else None
         got = self._call(runnable, prep.working, outputs)
         changed = mutated_inputs(definition.input_names, prep.sets[0], prep.working)
         check = self._verify(definition, got, 0, prep, tol, "set")
         if changed:
             extra["mutated_inputs"] = changed
-            text = (f"the solution modified input(s) {', '.join(changed)} in place; inputs must "
-                    "be left unchanged")
+            text = (
+                f"the solution modified input(s) {', '.join(changed)} in place; inputs must "
+                "be left unchanged"
+            )
             if not cfg.allow_input_mutation:
                 if check.passed or check.status is EvaluationStatus.INCORRECT_NUMERICAL:
-                    raise _Failed(EvaluationStatus.INCORRECT_NUMERICAL, text + _join(check.message),
-                                  check.correctness)
+                    raise _Failed(
+                        EvaluationStatus.INCORRECT_NUMERICAL,
+                        text + _join(check.message),
+                        check.correctness,
+                    )
                 raise _Failed(check.status.value, text + _join(check.message))
             extra["warnings"].append(text)
         if not check.passed:
@@ -390,16 +460,21 @@ class Evaluator:
         # only for timing are checked when a re-check samples their call.
         for k in range(1, min(len(prep.sets), cfg.num_input_sets)):
             self._load_set(prep.working, prep.sets[k], range(len(prep.working)))
-            got = self._call(runnable, prep.working, self._new_outputs(definition, prep)
-                             if runnable.dps else None)
+            got = self._call(
+                runnable,
+                prep.working,
+                self._new_outputs(definition, prep) if runnable.dps else None,
+            )
             other = self._verify(definition, got, k, prep, tol, "set")
             if not other.passed:
-                raise _Failed(other.status.value, f"input set {k}: {other.message}",
-                              other.correctness)
+                raise _Failed(
+                    other.status.value, f"input set {k}: {other.message}", other.correctness
+                )
         return check
 
-    def _verify(self, definition, got, k: int, prep: _Prepared, tol: Tolerance,
-                label: str) -> CheckResult:
+    def _verify(
+        self, definition, got, k: int, prep: _Prepared, tol: Tolerance, label: str
+    ) -> CheckResult:
         """Outputs of a call on input set ``k`` against its reference, here or in the judge."""
         if self.remote_check is not None:
             return self.remote_check(definition, got, k, prep, label)
@@ -417,8 +492,9 @@ class Evaluator:
 
     # --- timing ----------------------------------------------------------------------------
 
-    def _time_solution(self, definition, runnable, prep: _Prepared, tol: Tolerance,
-                       cfg: BenchmarkConfig):
+    def _time_solution(
+        self, definition, runnable, prep: _Prepared, tol: Tolerance, cfg: BenchmarkConfig
+    ):
         method, notes = choose_method(cfg.timing_method, self.kind)
         outputs = self._new_outputs(definition, prep) if runnable.dps else None
         n_sets = len(prep.sets)
@@ -431,15 +507,20 @@ class Evaluator:
         # input content, is caught on whichever call is sampled.
         rng = random.Random(os.urandom(8))
         first = cfg.warmup_runs
-        sampled = {first + t * cfg.iterations + rng.randrange(max(cfg.iterations - 1, 1))
-                   for t in range(cfg.num_trials)}
+        sampled = {
+            first + t * cfg.iterations + rng.randrange(max(cfg.iterations - 1, 1))
+            for t in range(cfg.num_trials)
+        }
         kept: dict[int, tuple] = {}
         # Re-checked calls get the re-check pool's sets (their references are on disk after the
         # first run); the other calls take fresh sets, so no content repeats when memory allows.
         last_calls = [first + (t + 1) * cfg.iterations - 1 for t in range(cfg.num_trials)]
-        order = timed_set_order(n_sets, min(cfg.num_input_sets, n_sets),
-                                sorted(set(last_calls) | sampled),
-                                first + cfg.iterations * cfg.num_trials)
+        order = timed_set_order(
+            n_sets,
+            min(cfg.num_input_sets, n_sets),
+            sorted(set(last_calls) | sampled),
+            first + cfg.iterations * cfg.num_trials,
+        )
 
         def set_of(i: int) -> int:
             return order[i]
@@ -474,19 +555,29 @@ class Evaluator:
                     )
 
         try:
-            result = measure(call, prepare, device=self.device, method=method,
-                             warmup=cfg.warmup_runs, iterations=cfg.iterations,
-                             trials=cfg.num_trials, after_trial=after_trial,
-                             flusher=self._get_flusher(),
-                             one_session=cfg.extra.get("profiler_one_session", True))
+            result = measure(
+                call,
+                prepare,
+                device=self.device,
+                method=method,
+                warmup=cfg.warmup_runs,
+                iterations=cfg.iterations,
+                trials=cfg.num_trials,
+                after_trial=after_trial,
+                flusher=self._get_flusher(),
+                one_session=cfg.extra.get("profiler_one_session", True),
+            )
         except _Failed:
             raise
         except SignatureError as err:
             raise _Failed(EvaluationStatus.INCORRECT_SHAPE, str(err)) from None
         except Exception:
             fatal = self._cuda_broken()
-            raise _Failed(EvaluationStatus.RUNTIME_ERROR, "during timing:\n" + _solution_traceback(),
-                          fatal=fatal) from None
+            raise _Failed(
+                EvaluationStatus.RUNTIME_ERROR,
+                "during timing:\n" + _solution_traceback(),
+                fatal=fatal,
+            ) from None
         result.warnings[:0] = notes
         return result
 
@@ -565,8 +656,11 @@ def _solution_traceback() -> str:
     exc_type, exc, tb = sys.exc_info()
     frames = traceback.extract_tb(tb)
     kept = [f for f in frames if not f.filename.startswith(_KIT_DIR)] or frames
-    lines = ["Traceback (most recent call last):\n", *traceback.format_list(kept),
-             *traceback.format_exception_only(exc_type, exc)]
+    lines = [
+        "Traceback (most recent call last):\n",
+        *traceback.format_list(kept),
+        *traceback.format_exception_only(exc_type, exc),
+    ]
     return _tail("".join(lines))
 
 

@@ -39,7 +39,6 @@ class ReferenceFailure(FibError):
     """The definition's reference cannot be loaded or returned something unusable."""
 
 
-
 def reference_run(definition: Definition) -> Callable[..., Any]:
     """The ``run`` function of a Definition's ``reference`` text, executed once per content.
 

@@ -15,13 +15,17 @@ from fib_core.data.json_io import json_safe
 from fib_core.data.trace import EvaluationStatus
 
 
-def make_trace(definition: Any, workload: Any, solution: Any, result: EvalResult,
-               environment: Any) -> Any:
+def make_trace(
+    definition: Any, workload: Any, solution: Any, result: EvalResult, environment: Any
+) -> Any:
     """The Trace for one evaluated (solution, workload) pair."""
     from fib_core.data.trace import Correctness, Evaluation, Performance, Trace
 
     correctness = performance = None
-    if result.status in (EvaluationStatus.PASSED, EvaluationStatus.INCORRECT_NUMERICAL) and result.correctness is not None:
+    if (
+        result.status in (EvaluationStatus.PASSED, EvaluationStatus.INCORRECT_NUMERICAL)
+        and result.correctness is not None
+    ):
         raw = dict(result.correctness)
         raw["extra"] = json_safe(raw.get("extra")) if raw.get("extra") is not None else None
         correctness = Correctness.from_dict(raw)
@@ -39,8 +43,9 @@ def make_trace(definition: Any, workload: Any, solution: Any, result: EvalResult
         performance=performance,
         extra=json_safe(result.extra),
     )
-    return Trace(definition=definition.name, workload=workload, solution=solution.name,
-                 evaluation=evaluation)
+    return Trace(
+        definition=definition.name, workload=workload, solution=solution.name, evaluation=evaluation
+    )
 
 
 def finished_pairs(

@@ -48,6 +48,7 @@ QUICK_TAG = "quick"
 _BASE_NAMESPACE = uuid.UUID("6b1f4c1e-3f0a-5d8e-9c57-0f1b2e3d4c5a")
 WORKLOAD_NAMESPACE = uuid.uuid5(_BASE_NAMESPACE, f"fib-core embedded dataset v{DATA_VERSION}")
 
+
 class DatasetCacheError(FibError):
     """The embedded dataset cannot be written where the cache folder points."""
 
@@ -102,8 +103,14 @@ def workload_records(definition_name: str) -> list[dict[str, Any]]:
             else:
                 inputs[name] = {"type": "random"}
         workload = {"uuid": wid, "axes": {a: row[a] for a in var_axes}, "inputs": inputs}
-        records.append({"definition": definition_name, "solution": None, "workload": workload,
-                        "evaluation": None})
+        records.append(
+            {
+                "definition": definition_name,
+                "solution": None,
+                "workload": workload,
+                "evaluation": None,
+            }
+        )
     for index in quick_indices(definition_name):
         records[index]["workload"]["tags"] = [QUICK_TAG]
     return records
@@ -172,8 +179,6 @@ def content_hash() -> str:
             digest.update(name.encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
-
-
 
 
 def write_dataset(root: Path) -> None:

@@ -56,13 +56,13 @@ class DefinitionFolderError(FibError):
     """A definition folder is unusable: unreadable JSON, a plugin that fails to load, a clash."""
 
 
-
 def exec_reference(source: str, definition_name: str, where: str) -> dict[str, Any]:
     """Execute a reference's source on its own, as a harness does (the text, not an import),
     and return its namespace; ``where`` is the file name tracebacks show."""
     namespace: dict[str, Any] = {"__name__": f"fib_reference_{definition_name}"}
     exec(compile(source, where, "exec"), namespace)
     return namespace
+
 
 @dataclass(frozen=True)
 class DefinitionEntry:
