@@ -18,8 +18,30 @@ from . import _schema as s
 from .dtypes import DTYPE_NAMES, is_dtype_name
 
 
+class _AxisRecord(s.Record):
+    """What both axis kinds share: the ``type`` tag the format writes first, an optional
+    description, unknown keys kept."""
+
+    TAGS = ("type",)
+    type: ClassVar[str]
+    description: str | None
+    extra: dict[str, Any]
+    _keys: tuple[str, ...] | None
+
+    def __post_init__(self) -> None:
+        s.check_opt_str(self.description, "description")
+
+    def _sizes(self) -> dict[str, Any]:
+        return {}
+
+    def to_dict(self) -> dict:
+        out: dict[str, Any] = {"type": self.type, **self._sizes()}
+        s.put_optional(out, self._keys, "description", self.description)
+        return s.with_unknown(out, self.extra, self._keys)
+
+
 @dataclass
-class AxisConst(s.Record):
+class AxisConst(_AxisRecord):
     """An axis whose size is fixed by the definition (``{"type": "const", "value": N}``)."""
 
     value: int
@@ -28,20 +50,17 @@ class AxisConst(s.Record):
     _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
     type: ClassVar[str] = "const"
-    TAGS = ("type",)
 
     def __post_init__(self) -> None:
         s.check_int(self.value, "value")
-        s.check_opt_str(self.description, "description")
+        super().__post_init__()
 
-    def to_dict(self) -> dict:
-        out: dict[str, Any] = {"type": "const", "value": self.value}
-        s.put_optional(out, self._keys, "description", self.description)
-        return s.with_unknown(out, self.extra, self._keys)
+    def _sizes(self) -> dict[str, Any]:
+        return {"value": self.value}
 
 
 @dataclass
-class AxisVar(s.Record):
+class AxisVar(_AxisRecord):
     """An axis whose size each workload chooses (``{"type": "var"}``)."""
 
     description: str | None = None
@@ -49,15 +68,6 @@ class AxisVar(s.Record):
     _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
     type: ClassVar[str] = "var"
-    TAGS = ("type",)
-
-    def __post_init__(self) -> None:
-        s.check_opt_str(self.description, "description")
-
-    def to_dict(self) -> dict:
-        out: dict[str, Any] = {"type": "var"}
-        s.put_optional(out, self._keys, "description", self.description)
-        return s.with_unknown(out, self.extra, self._keys)
 
 
 Axis = AxisConst | AxisVar
