@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 import torch
 
 from fib_core.bench import generate_inputs
@@ -64,3 +65,16 @@ def test_unwritable_cache_only_warns(toy_definition, toy_workloads, tmp_path, ca
                                  cache=cache)
     assert not hit and out[0].shape == (4, 16)
     assert "cannot write the reference cache" in caplog.text
+
+
+def test_a_reference_that_fails_to_load_is_a_reference_failure(toy_definition):
+    from fib_core.bench.reference import ReferenceFailure, reference_run
+    from fib_core.errors import FibError
+
+    broken = dataclasses.replace(
+        toy_definition, reference="raise ValueError('bad import')\n" + toy_definition.reference
+    )
+    with pytest.raises(ReferenceFailure, match=r"toy_axpy.*fails to load: ValueError: bad import"):
+        reference_run(broken)
+    assert issubclass(ReferenceFailure, FibError) and ReferenceFailure is not ReferenceError
+    assert reference_run(toy_definition) is reference_run(toy_definition)  # exec'd once
