@@ -4,8 +4,8 @@ Every file the kit writes that another process or a later run reads (traces, res
 apply tables, cached references and their signatures, the cache's signing key) is written to
 a temp file in the same folder, flushed to disk, and moved over the target with one rename.
 A crash or a full disk leaves the old file or the new one, never half of either, and a reader
-never sees a partial file. The temp file is created private to the user (mode 0600), which
-the rename keeps.
+never sees a partial file. A replaced file keeps its permission bits, a new one gets 0644
+(0600 for secrets, with ``mode=``).
 
 Example::
 
@@ -21,20 +21,31 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+NEW_FILE_MODE = 0o644
 
-def atomic_write(path: Path, write: Callable[[Path], Any]) -> None:
+
+def atomic_write(path: Path, write: Callable[[Path], Any], *, mode: int | None = None) -> None:
     """Produce ``path`` by ``write(tmp)`` on a temp file beside it, then one rename.
 
     ``write`` gets the temp file's path (for writers that open files themselves, such as
-    safetensors). The folder is created when missing; on any failure the temp file is
-    removed and the error raised, and ``path`` keeps its old content.
+    safetensors). ``mode`` sets the permission bits; without it a replaced file keeps its own
+    and a new one gets 0644. The folder is created when missing; on any failure the temp file
+    is removed and the error raised, and ``path`` keeps its old content.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if mode is None:
+        try:
+            mode = path.stat().st_mode & 0o777
+        except OSError:
+            mode = NEW_FILE_MODE
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
     tmp = Path(name)
     try:
+        try:
+            os.fchmod(fd, mode)  # mkstemp creates 0600; set the bits before any content lands
+        finally:
+            os.close(fd)
         write(tmp)
         fd = os.open(tmp, os.O_RDONLY)
         try:
@@ -47,9 +58,9 @@ def atomic_write(path: Path, write: Callable[[Path], Any]) -> None:
         raise
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> None:
     """Replace ``path`` with ``data`` atomically (see :func:`atomic_write`)."""
-    atomic_write(path, lambda tmp: tmp.write_bytes(data))
+    atomic_write(path, lambda tmp: tmp.write_bytes(data), mode=mode)
 
 
 def atomic_write_text(path: Path, data: str) -> None:

@@ -42,7 +42,7 @@ def ensure_key(root: Path | None = None) -> bytes | None:
         pass
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        atomic_write_bytes(path, secrets.token_bytes(KEY_BYTES))  # created with mode 0600
+        atomic_write_bytes(path, secrets.token_bytes(KEY_BYTES), mode=0o600)
         return path.read_bytes()
     except OSError as err:
         log.warning(

@@ -21,6 +21,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from fib_core.atomic import atomic_write_text
 from fib_core.errors import ConfigError
 from fib_core.project.config import SCHEMA, closest, load_config
 from fib_core.project.template import config_values, render_config
@@ -131,9 +132,7 @@ def switch_track(
         target.rename(backup)
     elif target.exists():
         shutil.rmtree(target)
-    shutil.copytree(
-        starter_dir, target, ignore=shutil.ignore_patterns(STARTER_FILE, "__pycache__")
-    )
+    shutil.copytree(starter_dir, target, ignore=shutil.ignore_patterns(STARTER_FILE, "__pycache__"))
     _rewrite_config(root / "config.toml", definition, settings)
     return SwitchResult(definition, language, target, backup)
 
@@ -172,9 +171,7 @@ def _rewrite_config(path: Path, definition: str, settings: dict) -> None:
         "build": build,
         "benchmark": keep_bench,
     }
-    tmp = path.with_suffix(".toml.tmp")
-    tmp.write_text(render_config(values), encoding="utf-8")
-    tmp.replace(path)
+    atomic_write_text(path, render_config(values))
 
 
 def add_definition(root: Path, definition: str, language: str | None = None) -> SwitchResult:
@@ -221,13 +218,9 @@ def add_definition(root: Path, definition: str, language: str | None = None) -> 
         old.rename(new)
     starter_dir = root / "starters" / definition / language
     settings = read_starter(starter_dir)
-    shutil.copytree(
-        starter_dir, target, ignore=shutil.ignore_patterns(STARTER_FILE, "__pycache__")
-    )
+    shutil.copytree(starter_dir, target, ignore=shutil.ignore_patterns(STARTER_FILE, "__pycache__"))
     data = read_toml(path)
-    tables = {
-        k: v for k, v in (data.get("track") or {}).items() if k != "definitions"
-    }
+    tables = {k: v for k, v in (data.get("track") or {}).items() if k != "definitions"}
     tables[definition] = {
         "name": f"{cfg.solution.author}-{definition}-{language}",
         "description": settings.get("solution", {}).get("description", ""),
@@ -236,8 +229,6 @@ def add_definition(root: Path, definition: str, language: str | None = None) -> 
     ordered = [d for d in TRACKS[track] if d in (*held, definition)]  # type: ignore[index]
     values = config_values(cfg)
     text = render_config(values) + render_track(ordered, tables)
-    tmp = path.with_suffix(".toml.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    atomic_write_text(path, text)
     load_config(path)  # what was written must load
     return SwitchResult(definition, language, target, None)

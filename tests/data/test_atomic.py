@@ -32,7 +32,13 @@ def test_failed_writer_keeps_the_old_file_and_leaves_no_temp(tmp_path):
     assert os.listdir(tmp_path) == ["cache.bin"]
 
 
-def test_files_are_private_to_the_user(tmp_path):
-    path = tmp_path / "key"
-    atomic_write_bytes(path, b"secret")
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+def test_modes_new_kept_or_given(tmp_path):
+    path = tmp_path / "out.json"
+    atomic_write_text(path, "{}")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    path.chmod(0o664)
+    atomic_write_text(path, "[]")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o664  # a replaced file keeps its bits
+    key = tmp_path / "key"
+    atomic_write_bytes(key, b"secret", mode=0o600)
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
