@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -65,6 +66,9 @@ class WorkerHandle:
         self.readonly, self.hidden = list(readonly), list(hidden)
         self.trusted = trusted
         self.log_path = log_dir / f"{name}-{os.getpid()}-{time.monotonic_ns()}.log"
+        # The child's TMPDIR: whatever it leaves there goes when it is killed, so a worker that
+        # is killed rather than asked to close (isolated runs) leaves no build folders behind.
+        self.tmp_dir = log_dir / f"tmp-{self.log_path.stem}"
         self.proc: subprocess.Popen | None = None
         self.conn: socket.socket | None = None
         self.device: str | None = None
@@ -86,6 +90,8 @@ class WorkerHandle:
         env = dict(os.environ)
         env["PYTHONUNBUFFERED"] = "1"
         env[TOKEN_VAR] = self.token
+        self.tmp_dir.mkdir(parents=True, exist_ok=True)
+        env["TMPDIR"] = str(self.tmp_dir)
         package_root = str(Path(fib_core.__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         if self.requested_device == "cpu":
@@ -162,6 +168,7 @@ class WorkerHandle:
                 self.proc.kill()
             self.proc.wait()
             kill_tagged(self.token)
+        shutil.rmtree(self.tmp_dir, ignore_errors=True)
         if self.conn is not None:
             self.conn.close()
             self.conn = None

@@ -53,6 +53,9 @@ class Benchmark:
         self._worker: WorkerHandle | None = None
         self._judge: JudgeHandle | None = None
         self._worker_solution = ""
+        self._spare: WorkerHandle | None = None  # isolated runs: the next workload's worker
+        self._spare_solution = ""
+        self._spares_used = 0
         self._audits: dict[str, list[str]] = {}
         self._warned: set[str] = set()
         self._task_id = 0
@@ -104,7 +107,8 @@ class Benchmark:
                 emit(callback, WorkloadSkipped(workload.uuid, solution.name, index, len(items)))
                 continue
             emit(callback, WorkloadStarted(workload.uuid, index, len(items), solution.name))
-            trace = self._run_one(definition, solution, workload, callback)
+            trace = self._run_one(definition, solution, workload, callback,
+                                  more=index + 1 < len(items))
             if dump_traces:
                 self._trace_sink(callback).save([trace])
             traces.append(trace)
@@ -119,6 +123,7 @@ class Benchmark:
             if handle is not None:
                 handle.close()
         self._worker = self._judge = None
+        self._drop_spare()
         shutil.rmtree(self._log_dir, ignore_errors=True)
 
     def __enter__(self) -> Benchmark:
@@ -129,7 +134,7 @@ class Benchmark:
 
     def __del__(self) -> None:  # a forgotten close() must not leave a worker behind
         try:
-            for handle in (self._worker, self._judge):
+            for handle in (self._worker, self._judge, self._spare):
                 if handle is not None:
                     handle.kill()
         except Exception:
@@ -189,12 +194,20 @@ class Benchmark:
             return self._worker
         if self._worker is not None:
             self._worker.kill()
-        from fib_core.bench.containment import worker_paths
-
-        readonly, hidden = worker_paths(self.trace_set.root)
-        worker = WorkerHandle(self.config.device, self._log_dir, readonly=readonly, hidden=hidden,
-                              trusted=_trusted_checks())
-        worker.start(timeout=max(120.0, self.config.timeout_seconds))
+        spare, self._spare = self._spare, None
+        if spare is not None and spare.alive and self._spare_solution == solution_hash:
+            worker = spare
+            try:
+                worker.wait_ready(timeout=max(120.0, self.config.timeout_seconds))
+                self._spares_used += 1
+            except WorkerDied:
+                worker = self._new_worker()
+                worker.start(timeout=max(120.0, self.config.timeout_seconds))
+        else:
+            if spare is not None:
+                spare.kill()
+            worker = self._new_worker()
+            worker.start(timeout=max(120.0, self.config.timeout_seconds))
         self._workers_started += 1
         self._worker = worker
         self._worker_solution = solution_hash
@@ -203,6 +216,32 @@ class Benchmark:
                 self._warned.add(note)
                 emit(callback, Log(f"sandbox: {note}", "warning"))
         return worker
+
+    def _new_worker(self) -> WorkerHandle:
+        from fib_core.bench.containment import worker_paths
+
+        readonly, hidden = worker_paths(self.trace_set.root)
+        return WorkerHandle(self.config.device, self._log_dir, readonly=readonly, hidden=hidden,
+                            trusted=_trusted_checks())
+
+    def _launch_spare(self, solution_hash: str) -> None:
+        """Isolated runs: boot the next workload's fresh worker while this one runs.
+
+        The spare only imports (CPU work); it creates its CUDA context when its own task
+        arrives, so it does not touch the GPU while another worker is timing. Interpreter and
+        library start-up (seconds) then leaves the critical path of every workload but the
+        first.
+        """
+        self._drop_spare()
+        spare = self._new_worker()
+        spare.launch()
+        self._spare, self._spare_solution = spare, solution_hash
+
+    def _drop_spare(self) -> None:
+        spare = self._spare
+        if spare is not None:
+            spare.kill()
+        self._spare = None
 
     def _audit(self, solution: Any) -> list[str]:
         """Static audit findings of a solution's sources (computed once per solution)."""
@@ -226,7 +265,7 @@ class Benchmark:
         return judge
 
     def _run_one(self, definition: Any, solution: Any, workload: Any,
-                 callback: EventFn | None) -> Any:
+                 callback: EventFn | None, more: bool = False) -> Any:
         self._task_id += 1
         task = EvalTask(self._task_id, definition.to_dict(), solution.to_dict(),
                         workload.to_dict(), self.config,
@@ -239,6 +278,8 @@ class Benchmark:
                 judge.wait_ready(timeout=max(120.0, self.config.timeout_seconds))
         except WorkerDied as err:
             raise FibError(str(err).splitlines()[0] + f" (worker log: {self._log_dir})") from None
+        if self.config.isolated and more:
+            self._launch_spare(solution.hash())
         from fib_core.bench.judge import expected_output_bytes
 
         result = worker.run(task, self.config.timeout_seconds,
@@ -251,10 +292,9 @@ class Benchmark:
             if not self.config.isolated:
                 emit(callback, Log(f"{solution.name}: {result.status} on workload "
                                    f"{workload.uuid}; replacing the worker", "warning"))
-            if worker.alive:
-                worker.close()
-            else:
-                worker.kill()
+            # Killed, not asked to close: it served its one task, and a graceful exit (CUDA
+            # teardown, a solution's leftover threads) can take seconds per workload.
+            worker.kill()
             self._worker = None
         if result.status in (EvaluationStatus.TIMEOUT, EvaluationStatus.RUNTIME_ERROR) and not result.extra:
             result = EvalResult(result.task_id, result.status, result.log,

@@ -76,22 +76,30 @@ _WATCHED_TORCH = ("torch", "torch.cuda", "torch.profiler", "torch.testing", "tor
                   "torch.nn.functional", "torch.utils.benchmark", "triton", "triton.testing")
 
 
-def _settle_libraries(device: str) -> None:
-    """Let torch finish its own lazy set-up before the worker's baselines are taken.
+def _settle_imports(device: str) -> None:
+    """Let torch finish its own lazy imports before the worker's baselines are taken.
 
     The first import of ``torch._dynamo`` (which the profiler and Triton's launch path reach on
-    a GPU) rebinds ``torch.manual_seed``, and CUDA's start sets environment variables: without
-    this, an honest kernel's first call reads as tampering and its worker is replaced after
-    every workload (seen on an H100).
+    a GPU) rebinds ``torch.manual_seed``: without this, an honest kernel's first call reads as
+    tampering and its worker is replaced after every workload (seen on an H100). CPU work only,
+    so a spare worker may do it while another worker is timing on the GPU.
     """
-    if not device.startswith("cuda"):  # the CPU interpreter's path reaches neither
+    if not device.startswith("cuda"):  # the CPU interpreter's path does not reach it
         return
-    import torch
-
     try:
         import torch._dynamo  # noqa: F401
     except Exception:  # an older or trimmed torch: nothing to settle
         pass
+
+
+def _settle_context(device: str) -> None:
+    """Create the CUDA context (CUDA's start sets environment variables, which must not read
+    as the solution's doing). Called when the first task arrives, not at start-up: a spare
+    worker booting beside a timed one must not touch the GPU."""
+    if not device.startswith("cuda"):
+        return
+    import torch
+
     torch.empty(1, device=device).add_(1)
     torch.cuda.synchronize(device)
 
@@ -173,8 +181,8 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
     if not trusted:  # the trusted mode exists to measure what the judge costs
         evaluator.remote_check = RemoteChecker(ask)
     plugins: set[str] = set()
-    _settle_libraries(device)
-    state = _ProcessState()
+    _settle_imports(device)
+    state: _ProcessState | None = None
     baseline: dict[str, int] | None = None
     while True:
         try:
@@ -186,6 +194,9 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
             return 0
         task = message[1]
         current["task"] = task.task_id
+        if state is None:
+            _settle_context(device)
+            state = _ProcessState()
         try:
             _register_plugins(task.config.generator_modules, plugins)
             if baseline is None:
