@@ -97,7 +97,26 @@ def _solution_root(definition: str, use_reference: bool, scratch: Path) -> Any:
     return config_from_dict(data, root / "config.toml")
 
 
-def _run(cfg: Any, opts: Any, gpus: str | None, cache: Path, extra: dict | None) -> dict:
+def _progress(label: str, started: float):
+    """A line per finished workload (a long run shows where it is, and a killed one what it
+    reached)."""
+    from fib_core.bench.events import WorkloadFinished
+
+    def show(event: Any) -> None:
+        if isinstance(event, WorkloadFinished):
+            ev = event.trace.evaluation
+            status = ev.status.value if ev is not None else "NONE"
+            phases = (ev.extra or {}).get("phase_seconds", {}) if ev is not None else {}
+            spent = " ".join(f"{k}={v:.2f}" for k, v in phases.items() if v >= 0.01)
+            print(f"  [{label}] {event.index + 1}/{event.total} {status} "
+                  f"t={time.perf_counter() - started:.1f}s {event.trace.workload.uuid[:8]} "
+                  f"{spent}", flush=True)
+
+    return show
+
+
+def _run(cfg: Any, opts: Any, gpus: str | None, cache: Path, extra: dict | None,
+         label: str = "run") -> dict:
     """One run through the run_local flow with FIB_CACHE_DIR=cache; wall time and traces."""
     from fib_core.project.pack import pack_solution
     from fib_core.project.runflow import execute_on_gpus, make_request, merge_shards
@@ -107,8 +126,9 @@ def _run(cfg: Any, opts: Any, gpus: str | None, cache: Path, extra: dict | None)
     if extra:
         request.engine["extra"] = dict(extra)
     started = time.perf_counter()
-    shards = execute_on_gpus(request, gpus)
+    shards = execute_on_gpus(request, gpus, on_event=_progress(label, started))
     wall = time.perf_counter() - started
+    print(f"  [{label}] {cfg.solution.definition}: {wall:.1f} s", flush=True)
     traces, _ = merge_shards(shards)
     return {"wall_s": wall, "traces": traces, "breakdown": harness_breakdown(traces)}
 
@@ -160,8 +180,8 @@ def bench_definition(definition: str, args: argparse.Namespace, scratch: Path) -
     workloads = args.workloads
     opts = RunOptions(workloads=workloads, device="cpu" if args.quick else None)
     cache = scratch / f"cache-{definition[:24]}"
-    cold = _run(cfg, opts, args.gpus, cache, None)
-    warm = _run(cfg, opts, args.gpus, cache, None)
+    cold = _run(cfg, opts, args.gpus, cache, None, "cold")
+    warm = _run(cfg, opts, args.gpus, cache, None, "warm")
     gpu_s = warm["breakdown"]["gpu_solution_s"]
     passed = sum(
         1 for t in warm["traces"] if t.evaluation and t.evaluation.status.value == "PASSED"
@@ -192,7 +212,7 @@ def bench_definition(definition: str, args: argparse.Namespace, scratch: Path) -
     print("  cold " + format_breakdown(cold["breakdown"], cold["wall_s"]).replace("\n", "\n  "))
     print("  warm " + format_breakdown(warm["breakdown"], warm["wall_s"]).replace("\n", "\n  "))
     if args.compare_timing:
-        old = _run(cfg, opts, args.gpus, cache, {"profiler_one_session": False})
+        old = _run(cfg, opts, args.gpus, cache, {"profiler_one_session": False}, "old-timing")
         same, within, lines = _compare(_verdicts(old["traces"]), _verdicts(warm["traces"]))
         n = len(warm["traces"])
         print(f"  previous timing (a profiler session per trial): {old['wall_s']:.1f} s warm")
