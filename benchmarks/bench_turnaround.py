@@ -178,7 +178,8 @@ def bench_definition(definition: str, args: argparse.Namespace, scratch: Path) -
 
     cfg = _solution_root(definition, args.quick, scratch)
     workloads = args.workloads
-    opts = RunOptions(workloads=workloads, device="cpu" if args.quick else None)
+    flags = {"workloads": tuple(workloads)} if workloads else {}
+    opts = RunOptions(flags={**flags, "device": "cpu"} if args.quick else flags)
     cache = scratch / f"cache-{definition[:24]}"
     cold = _run(cfg, opts, args.gpus, cache, None, "cold")
     warm = _run(cfg, opts, args.gpus, cache, None, "warm")

@@ -73,7 +73,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="modal-body-") as tmp:
         json_path = args.json or Path(tmp) / "modal.json"
         opts = RunOptions(json_path=json_path)
-        request = make_request(ws.cfg, ws.pack(), opts)
+        request = make_request(ws.cfg, ws.pack(), opts, device="cuda")  # as run_modal.py
         shards = run_modal.split_request(request, args.parallel)
         assert [s.shard for s in shards] == list(range(args.parallel))
         assert all(s.num_shards == args.parallel and s.filters == request.filters for s in shards)

@@ -7,8 +7,9 @@ Commands:
   report merge   join several dataset folders / run outputs into one
 
 Exit status: 0 when nothing failed, 1 when a workload failed, 2 for a usage or data mistake
-(printed as one ``error: ...`` line). Benchmark flags default to "not set": only the flags given
-on the command line reach :class:`BenchmarkConfig`, so config-side precedence stays intact.
+(printed as one ``error: ...`` line). The benchmark flags come from the settings table
+(:mod:`fib_core.bench.settings`) and default to "not set": only the flags given on the command
+line reach :class:`BenchmarkConfig`, above the CPU smoke counts when no GPU is used.
 """
 
 from __future__ import annotations
@@ -25,23 +26,6 @@ from fib_core.errors import FibError
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_ERROR = 2
-
-# CLI flag destination -> BenchmarkConfig field.
-CONFIG_FLAGS: dict[str, str] = {
-    "warmup_runs": "warmup_runs",
-    "iterations": "iterations",
-    "num_trials": "num_trials",
-    "atol": "atol",
-    "rtol": "rtol",
-    "required_matched_ratio": "required_matched_ratio",
-    "timeout": "timeout_seconds",
-    "isolated": "isolated",
-    "device": "device",
-    "seed": "seed",
-    "definitions": "definitions",
-    "solutions": "solutions",
-    "workloads": "workloads",
-}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,24 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
         ("summary", "contest standing of every solution with traces"),
         ("best", "fastest passing solution of each workload"),
     ):
-        p = rsub.add_parser(name, help=text)
-        p.add_argument(
-            "--local",
-            action="append",
-            type=Path,
-            default=[],
-            metavar="PATH",
-            help="dataset folder (repeatable; default: $FIB_DATASET_PATH or the embedded dataset)",
+        _add_local(
+            rsub.add_parser(name, help=text),
+            "dataset folder (repeatable; default: $FIB_DATASET_PATH or the embedded dataset)",
         )
     merge = rsub.add_parser("merge", help="merge dataset folders / run outputs into one")
-    merge.add_argument(
-        "--local",
-        action="append",
-        type=Path,
-        required=True,
-        metavar="PATH",
-        help="source dataset folder (repeatable, merged in order)",
-    )
+    _add_local(merge, "source dataset folder (repeatable, merged in order)", required=True)
     merge.add_argument(
         "--output",
         "-o",
@@ -94,37 +66,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_local(p: argparse.ArgumentParser, help_text: str, required: bool = False) -> None:
+    """The repeatable ``--local PATH`` of every command."""
+    extra: dict[str, Any] = {"required": True} if required else {"default": []}
+    p.add_argument("--local", action="append", type=Path, metavar="PATH", help=help_text, **extra)
+
+
 def _add_run(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--local",
-        action="append",
-        type=Path,
-        default=[],
-        metavar="PATH",
-        help="dataset folder, or solution JSON file/folder to add (repeatable); "
+    from fib_core.bench.settings import CLI, add_flags
+
+    _add_local(
+        p,
+        "dataset folder, or solution JSON file/folder to add (repeatable); "
         "without a dataset, $FIB_DATASET_PATH or the embedded dataset is used",
     )
-    p.add_argument("--definitions", nargs="+", metavar="NAME", help="only these definitions")
-    p.add_argument("--solutions", nargs="+", metavar="NAME", help="only these solutions")
-    p.add_argument(
-        "--workloads",
-        nargs="+",
-        metavar="UUID",
-        help="only these workloads (uuid or a prefix of 6+ characters)",
-    )
-    p.add_argument("--warmup-runs", type=int, metavar="N")
-    p.add_argument("--iterations", type=int, metavar="N")
-    p.add_argument("--num-trials", type=int, metavar="N")
-    p.add_argument("--atol", type=float)
-    p.add_argument("--rtol", type=float)
-    p.add_argument("--required-matched-ratio", type=float, metavar="R")
-    p.add_argument("--timeout", type=float, metavar="SECONDS", help="per solution x workload")
-    p.add_argument(
-        "--isolated",
-        action="store_true",
-        default=None,
-        help="one process per solution x workload, as the organizers grade",
-    )
+    add_flags(p, CLI)
     p.add_argument(
         "--resume",
         action="store_true",
@@ -137,8 +93,6 @@ def _add_run(p: argparse.ArgumentParser) -> None:
         default=None,
         help="append traces to the dataset (default: yes)",
     )
-    p.add_argument("--device", choices=("auto", "cuda", "cpu"))
-    p.add_argument("--seed", type=int)
     p.add_argument(
         "--log-level",
         default="WARNING",
@@ -149,12 +103,9 @@ def _add_run(p: argparse.ArgumentParser) -> None:
 
 def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """BenchmarkConfig fields for exactly the flags the user set (unset flags are None)."""
-    out: dict[str, Any] = {}
-    for dest, field_name in CONFIG_FLAGS.items():
-        value = getattr(args, dest, None)
-        if value is not None:
-            out[field_name] = tuple(value) if isinstance(value, list) else value
-    return out
+    from fib_core.bench.settings import CLI, flags_given
+
+    return flags_given(args, CLI)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -177,9 +128,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace, console: Any) -> int:
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
     from fib_core.bench.config import BenchmarkConfig
-    from fib_core.project.cli_help import cpu_sized
+    from fib_core.bench.settings import merge
+    from fib_core.project.runflow import resolve_device
 
-    config = BenchmarkConfig(**cpu_sized(config_overrides(args)))
+    flags = config_overrides(args)
+    cpu = resolve_device(flags.get("device")) == "cpu"  # no GPU: the CPU smoke-run counts
+    config = BenchmarkConfig(**merge(cpu=cpu, flags=flags))
     dump = args.save_results is not False
     trace_set = load_local(args.local, persist_solutions=dump, console=console)
     total = count_pairs(trace_set, config)
@@ -242,7 +196,11 @@ def count_pairs(trace_set: Any, config: Any) -> int:
     for name in trace_set.definitions:
         if config.definitions is not None and name not in config.definitions:
             continue
-        chosen = [s for s in trace_set.solutions.get(name, []) if config.solutions is None or s.name in config.solutions]
+        chosen = [
+            s
+            for s in trace_set.solutions.get(name, [])
+            if config.solutions is None or s.name in config.solutions
+        ]
         workloads = [
             w for w in trace_set.workloads.get(name, []) if config.matches_workload(w.workload.uuid)
         ]

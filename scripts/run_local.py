@@ -34,6 +34,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the vendored fib_core
 
+from fib_core.bench.settings import LOCAL, flags_given  # noqa: E402
+from fib_core.bench.settings import add_flags as add_setting_flags  # noqa: E402
 from fib_core.project.debug_tools import add_flags as add_debug_flags  # noqa: E402
 from fib_core.project.debug_tools import dump_after_run, one_workload_mode  # noqa: E402
 from fib_core.project.entry import display_path, run_script  # noqa: E402
@@ -45,6 +47,7 @@ from fib_core.project.runflow import (  # noqa: E402
     finish,
     make_request,
     merge_shards,
+    resolve_device,
 )
 from fib_core.project.workspace import open_workspace  # noqa: E402
 
@@ -58,29 +61,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions, list[st
     p.add_argument(
         "--track", action="store_true", help="every definition of the fork, then the track score"
     )
-    p.add_argument(
-        "--workloads",
-        nargs="+",
-        metavar="FILTER",
-        help="uuid prefixes or axis filters (batch_size=64, total_seq_len>=1000)",
-    )
     p.add_argument("--quick", action="store_true", help="only the quick subset")
-    p.add_argument("--warmup", type=int)
-    p.add_argument("--iterations", type=int)
-    p.add_argument("--trials", type=int)
-    p.add_argument("--timeout", type=float, help="seconds per workload")
-    p.add_argument("--atol", type=float)
-    p.add_argument("--rtol", type=float)
-    p.add_argument("--required-matched-ratio", type=float)
-    p.add_argument("--seed", type=int)
-    p.add_argument("--timing-method", choices=["auto", "cupti", "profiler", "events"])
-    p.add_argument(
-        "--isolated",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="one process per workload, as the organizers grade",
-    )
-    p.add_argument("--device", choices=["cuda", "cpu"])
+    add_setting_flags(p, LOCAL)  # --workloads, --warmup, --iterations, ... --device
     p.add_argument(
         "--gpus",
         metavar="LIST",
@@ -122,19 +104,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions, list[st
     a = p.parse_args(argv)
     compare_path, compare_ref = split_compare(a.compare)
     opts = RunOptions(
-        workloads=a.workloads,
+        flags=flags_given(a, LOCAL),
         quick=a.quick,
-        warmup=a.warmup,
-        iterations=a.iterations,
-        trials=a.trials,
-        timeout=a.timeout,
-        atol=a.atol,
-        rtol=a.rtol,
-        required_matched_ratio=a.required_matched_ratio,
-        seed=a.seed,
-        timing_method=a.timing_method,
-        isolated=a.isolated,
-        device=a.device,
         json_path=a.json_path,
         compare_path=compare_path,
         compare_ref=compare_ref,
@@ -171,8 +142,9 @@ def main() -> int:
     config_path, opts, definitions = parse_args()
     check_compare_file(opts)
     console = Console()
+    device = resolve_device(opts.flags.get("device"))  # once for the whole run
     if definitions == [None]:
-        return run_definition(config_path, None, opts, console)
+        return run_definition(config_path, None, opts, device, console)
     from fib_core.project.track_run import options_for, print_track_summary
 
     several = len(definitions) > 1
@@ -180,7 +152,7 @@ def main() -> int:
     results = {}
     for name in definitions:
         one = options_for(opts, name, several)
-        codes[name] = run_definition(config_path, name, one, console)
+        codes[name] = run_definition(config_path, name, one, device, console)
         if one.results is not None:
             results[name] = one.results
     if opts.track:
@@ -189,15 +161,16 @@ def main() -> int:
 
 
 def run_definition(
-    config_path: Path, definition: str | None, opts: RunOptions, console: Any
+    config_path: Path, definition: str | None, opts: RunOptions, device: str, console: Any
 ) -> int:
-    """Benchmark one definition of the fork (None: the default one); the exit status."""
+    """Benchmark one definition of the fork (None: the default one) on ``device`` ("cuda" |
+    "cpu"); the exit status. The workspace's dataset is loaded once and used throughout."""
     from fib_core.report.render import progress_bar
 
     ws = open_workspace(config_path, definition)
     solution = ws.pack()
     opts.source_dir = display_path(ws.cfg.source_dir)
-    request = make_request(ws.cfg, solution, opts)
+    request = make_request(ws.cfg, solution, opts, device)
     mode = ""
     if opts.contest:
         from fib_core.bench.eval_settings import eval_settings
@@ -209,7 +182,11 @@ def run_definition(
     )
     request.dataset_path = str(ws.dataset_path)
     code = one_workload_mode(
-        opts.debug, ws, filters=request.filters, quick=opts.quick, console=console,
+        opts.debug,
+        ws,
+        filters=request.filters,
+        quick=opts.quick,
+        console=console,
         config_path=config_path,
     )
     if code is not None:  # --inline / --ncu / --sanitize: one workload, no benchmark
@@ -225,17 +202,22 @@ def run_definition(
     opts.recording.check(ws.definition.name)
     started = time.perf_counter()
     with progress_bar(console=console) as on_event:
-        shards = execute_on_gpus(request, opts.gpus, on_event=on_event)
+        shards = execute_on_gpus(request, opts.gpus, on_event=on_event, trace_set=ws.trace_set)
     wall = time.perf_counter() - started
     code = finish(shards, ws.definition, opts, console)
-    dump_after_run(
-        opts.debug.dump, ws, [d for s in shards for d in s.traces], chosen=bool(request.filters),
-        device=opts.device, console=console,
-    )
+    traces, _ = merge_shards(shards)
+    if opts.debug.dump is not None:
+        dump_after_run(
+            opts.debug.dump,
+            ws,
+            [t.to_dict() for t in traces],
+            chosen=bool(request.filters),
+            device=device,
+            console=console,
+        )
     if opts.profile_harness:
         from fib_core.bench.phases import format_breakdown, harness_breakdown
 
-        traces, _ = merge_shards(shards)
         console.print(format_breakdown(harness_breakdown(traces), wall_s=wall), markup=False)
     return code
 

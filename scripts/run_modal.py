@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # the vendored fib_core, here and when Modal imports us
 
+from fib_core.bench.settings import modal_flags, with_modal_options  # noqa: E402
+
 # ---- everything the remote image pins, in one place ------------------------------------------
 CUDA_IMAGE = "nvidia/cuda:12.8.1-devel-ubuntu24.04"  # nvcc 12.8: first with sm_100a (B200)
 PYTHON_VERSION = "3.12"
@@ -97,7 +99,7 @@ def run_shard_body(request: dict[str, Any], embedded: bool, volume_name: str) ->
             }
         req.dataset_path = str(root)
     try:
-        return asdict(execute(req))
+        return execute(req).to_dict()
     except FibError as err:
         return {"error": str(err)}
 
@@ -128,18 +130,13 @@ def collect(results: list[dict[str, Any]]) -> list[Any]:
 
 
 @app.local_entrypoint()
+@with_modal_options  # adds --workloads, --warmup, --iterations, --trials, --timeout, --isolated
 def main(
     gpu: str = DEFAULT_GPU,
     volume: str = DEFAULT_VOLUME,
     embedded: bool = False,
     parallel: int = 1,
-    workloads: str = "",
     quick: bool = False,
-    warmup: int = -1,
-    iterations: int = -1,
-    trials: int = -1,
-    timeout: int = -1,
-    isolated: bool = False,
     json: str = "",
     compare: str = "",
     config: str = "config.toml",
@@ -149,11 +146,13 @@ def main(
     sanitize: str = "",
     definition: str = "",
     track: bool = False,
+    **settings: Any,
 ) -> None:
     """Pack here, benchmark remotely in `parallel` containers, print the merged table here.
 
-    --workloads takes space-separated filters (uuid prefixes or axis filters); -1 / "" mean
-    "not set" (config.toml or the engine's default applies). --definition NAME runs one
+    The benchmark settings Modal offers come from the settings table (fib_core.bench.settings);
+    one not given is "not set" (config.toml or the definition's default applies). --workloads
+    takes space-separated filters (uuid prefixes or axis filters). --definition NAME runs one
     definition of a track fork; --track runs each in turn and prints the track score.
     """
     from fib_core.project.entry import run_script
@@ -168,14 +167,8 @@ def main(
         if refusal:
             raise ConfigError(refusal)
         opts = RunOptions(
-            workloads=workloads.split() or None,
+            flags=modal_flags(settings),
             quick=quick,
-            warmup=warmup if warmup >= 0 else None,
-            iterations=iterations if iterations >= 0 else None,
-            trials=trials if trials >= 0 else None,
-            timeout=timeout if timeout >= 0 else None,
-            isolated=True if isolated else None,
-            device="cuda",
             json_path=Path(json) if json else None,
             compare_path=Path(compare) if compare else None,
         )
@@ -206,7 +199,7 @@ def main(
         ws = open_workspace(config, name)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         opts.traces_path = ROOT / "runs" / f"modal-{ws.cfg.solution.definition}-{stamp}.jsonl"
-        request = make_request(ws.cfg, ws.pack(), opts)
+        request = make_request(ws.cfg, ws.pack(), opts, device="cuda")
         shards = split_request(request, parallel)
         fn = run_shard
         if gpu != DEFAULT_GPU or volume != DEFAULT_VOLUME:

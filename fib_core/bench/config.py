@@ -3,7 +3,8 @@
 The defaults are the organizers' (warmup 10, iterations 50, trials 3, timeout 300 s), so a local
 run measures the way grading does unless the user asks otherwise. Tolerances default to None,
 meaning "take the definition's own" (see :mod:`fib_core.bench.check` for the precedence); a
-value set here always wins.
+value set here always wins. Each field's default and valid values come from the settings table
+(:mod:`fib_core.bench.settings`), which the config file and the command lines are built from.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from fib_core.bench.settings import DEVICES, SETTINGS, TIMING_METHODS, check_value, default
 from fib_core.errors import ConfigError
 
-DEVICES = ("auto", "cuda", "cpu")
-TIMING_METHODS = ("auto", "cupti", "profiler", "events", "wall-clock")
+__all__ = ["DEVICES", "TIMING_METHODS", "BenchmarkConfig"]
 
 
 @dataclass(frozen=True)
@@ -25,77 +26,40 @@ class BenchmarkConfig:
     workloads are matched by uuid or a uuid prefix of at least 6 characters).
     ``generator_modules`` are imported by each worker before it runs anything, so a user's own
     input generators and checkers (``register_input_generator``/``register_checker``) are seen
-    in the worker processes too.
+    in the worker processes too. The fields up to ``reference_time_budget_s`` are the rows of
+    :data:`fib_core.bench.settings.SETTINGS` (a test keeps the two in step).
     """
 
-    warmup_runs: int = 10
-    iterations: int = 50
-    num_trials: int = 3
-    atol: float | None = None
-    rtol: float | None = None
-    required_matched_ratio: float | None = None
-    timeout_seconds: float = 300.0
-    isolated: bool = False
-    device: str = "auto"
-    seed: int = 0
-    timing_method: str = "auto"
-    num_input_sets: int = 4
-    definitions: tuple[str, ...] | None = None
-    solutions: tuple[str, ...] | None = None
-    workloads: tuple[str, ...] | None = None
-    profile_baseline: bool = True
-    allow_input_mutation: bool = False
-    generator_modules: tuple[str, ...] = ()
+    warmup_runs: int = default("warmup_runs")
+    iterations: int = default("iterations")
+    num_trials: int = default("num_trials")
+    atol: float | None = default("atol")
+    rtol: float | None = default("rtol")
+    required_matched_ratio: float | None = default("required_matched_ratio")
+    timeout_seconds: float = default("timeout_seconds")
+    isolated: bool = default("isolated")
+    device: str = default("device")
+    seed: int = default("seed")
+    timing_method: str = default("timing_method")
+    num_input_sets: int = default("num_input_sets")
+    definitions: tuple[str, ...] | None = default("definitions")
+    solutions: tuple[str, ...] | None = default("solutions")
+    workloads: tuple[str, ...] | None = default("workloads")
+    profile_baseline: bool = default("profile_baseline")
+    allow_input_mutation: bool = default("allow_input_mutation")
+    generator_modules: tuple[str, ...] = default("generator_modules")
     # Fraction of free device memory the rotated input sets may take; sets beyond it are dropped.
-    input_memory_fraction: float = 0.4
+    input_memory_fraction: float = default("input_memory_fraction")
     # Cap on the time spent timing the (often slow, plain-PyTorch) reference per trial.
-    reference_time_budget_s: float = 20.0
+    reference_time_budget_s: float = default("reference_time_budget_s")
     # A fib_core.compile.BuildOptions for the solutions' builds (None = the builder's defaults).
     build_options: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name in ("warmup_runs",):
-            _check_int(name, getattr(self, name), minimum=0)
-        for name in ("iterations", "num_trials", "num_input_sets"):
-            _check_int(name, getattr(self, name), minimum=1)
-        _check_int("seed", self.seed, minimum=0)
-        for name in ("atol", "rtol"):
-            value = getattr(self, name)
-            if value is not None and not (_is_number(value) and value >= 0):
-                raise ConfigError(f"benchmark config: {name} = {value!r}; expected a number >= 0")
-        ratio = self.required_matched_ratio
-        if ratio is not None and not (_is_number(ratio) and 0.0 <= ratio <= 1.0):
-            raise ConfigError(
-                f"benchmark config: required_matched_ratio = {ratio!r}; expected a number in [0, 1]"
-            )
-        if not (_is_number(self.timeout_seconds) and self.timeout_seconds > 0):
-            raise ConfigError(
-                f"benchmark config: timeout_seconds = {self.timeout_seconds!r}; expected seconds > 0"
-            )
-        if self.device not in DEVICES:
-            raise ConfigError(
-                f"benchmark config: device = {self.device!r}; expected one of {', '.join(DEVICES)}"
-            )
-        if self.timing_method not in TIMING_METHODS:
-            raise ConfigError(
-                f"benchmark config: timing_method = {self.timing_method!r}; expected one of "
-                f"{', '.join(TIMING_METHODS)}"
-            )
-        if not (_is_number(self.input_memory_fraction) and 0 < self.input_memory_fraction <= 1):
-            raise ConfigError(
-                f"benchmark config: input_memory_fraction = {self.input_memory_fraction!r}; "
-                "expected a number in (0, 1]"
-            )
-        for name in ("definitions", "solutions", "workloads", "generator_modules"):
-            value = getattr(self, name)
-            if value is None:
-                continue
-            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
-                raise ConfigError(
-                    f"benchmark config: {name} = {value!r}; expected a list of names"
-                )
-            object.__setattr__(self, name, tuple(value))
+        for setting in SETTINGS:
+            value = check_value(setting.name, getattr(self, setting.name))
+            object.__setattr__(self, setting.name, value)
 
     def with_overrides(self, **changes: Any) -> BenchmarkConfig:
         """A copy with the given fields replaced; None values are ignored (= "not set")."""
@@ -110,12 +74,3 @@ class BenchmarkConfig:
         if self.workloads is None:
             return True
         return any(uuid == w or (len(w) >= 6 and uuid.startswith(w)) for w in self.workloads)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _check_int(name: str, value: object, *, minimum: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ConfigError(f"benchmark config: {name} = {value!r}; expected an integer >= {minimum}")

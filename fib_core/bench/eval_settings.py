@@ -13,7 +13,8 @@ One TOML file per definition, ``eval.toml`` in its definition folder (see
   first of them warms up. Other sets may come from a faster reference of the same arithmetic.
 
 A definition without a file (a user's own dataset) gets the organizers' generic defaults.
-Keys use the ``config.toml`` names; :func:`engine_fields` maps them to ``BenchmarkConfig``.
+Keys use the ``config.toml`` names (:mod:`fib_core.bench.settings`, whose :func:`~fib_core.
+bench.settings.merge` layers these under ``config.toml`` and flags).
 
 Example::
 
@@ -31,31 +32,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from fib_core.bench.settings import SETTINGS, by_key, from_keys
 from fib_core.errors import ConfigError
 
-# config.toml / settings-file key -> BenchmarkConfig field, with the accepted types.
-KEY_TO_FIELD: dict[str, str] = {
-    "warmup": "warmup_runs",
-    "iterations": "iterations",
-    "trials": "num_trials",
-    "timeout": "timeout_seconds",
-    "isolated": "isolated",
-    "timing_method": "timing_method",
-    "atol": "atol",
-    "rtol": "rtol",
-    "required_matched_ratio": "required_matched_ratio",
-}
-_TYPES: dict[str, tuple[type, ...]] = {
-    "warmup": (int,),
-    "iterations": (int,),
-    "trials": (int,),
-    "timeout": (int, float),
-    "isolated": (bool,),
-    "timing_method": (str,),
-    "atol": (int, float),
-    "rtol": (int, float),
-    "required_matched_ratio": (int, float),
-}
+# The keys a definition's file may set: the settings table's per-definition rows.
+KEYS: tuple[str, ...] = tuple(s.key for s in SETTINGS if s.per_definition and s.key)
 # The organizers' defaults (their CLI's), used for a definition without a settings file.
 ORGANIZER_DEFAULTS: dict[str, Any] = {
     "warmup": 10,
@@ -112,12 +93,10 @@ class EvalSettings:
 
 def engine_fields(values: dict[str, Any]) -> dict[str, Any]:
     """config.toml-named keys -> BenchmarkConfig field names (unknown keys are an error)."""
-    out = {}
-    for key, value in values.items():
-        if key not in KEY_TO_FIELD:
-            raise ConfigError(f"evaluation settings: unknown key {key!r}")
-        out[KEY_TO_FIELD[key]] = float(value) if key == "timeout" else value
-    return out
+    unknown = sorted(set(values) - set(KEYS))
+    if unknown:
+        raise ConfigError(f"evaluation settings: unknown key {unknown[0]!r}")
+    return from_keys(values)
 
 
 def eval_settings(definition_name: str, folder: Path | None = None) -> EvalSettings:
@@ -170,11 +149,15 @@ def _section(path: Path, data: dict[str, Any], name: str) -> dict[str, Any]:
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [{name}] must be a table of keys")
     for key, value in table.items():
-        types = _TYPES.get(key)
-        if types is None:
+        if key not in KEYS:
             raise ConfigError(
-                f"{path}: [{name}] unknown key {key!r}; expected one of {', '.join(_TYPES)}"
+                f"{path}: [{name}] unknown key {key!r}; expected one of {', '.join(KEYS)}"
             )
+        setting = by_key(key)
+        types = setting.toml_types
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             raise ConfigError(f"{path}: [{name}] {key} = {value!r} has the wrong type")
+        why = setting.toml_problem(value)
+        if why is not None:
+            raise ConfigError(f"{path}: [{name}] {key} = {value!r}; expected {why}")
     return dict(table)

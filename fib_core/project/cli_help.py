@@ -1,14 +1,7 @@
 """What makes ``python -m fib_core run`` as pleasant as ``run_local.py``.
 
-- :func:`cpu_sized`: on a machine without a GPU, the same short correctness-only settings as the
-  CPU smoke run of ``run_local.py`` (GPU timing defaults take minutes per workload there);
-  flags given on the command line still win.
 - :func:`replace_stored_solution`: re-running an edited solution file replaces the copy a
   previous run stored in the dataset, with a note, instead of refusing it.
-
-Example::
-
-    BenchmarkConfig(**cpu_sized({"seed": 1}))   # on a CPU: warmup 0, 1 iteration, 2 input sets
 """
 
 from __future__ import annotations
@@ -17,17 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from fib_core.errors import FibError
-
-
-def cpu_sized(overrides: dict[str, Any]) -> dict[str, Any]:
-    """``overrides`` plus the CPU smoke settings for every field not given, when no GPU is used."""
-    from fib_core.bench.worker import resolve_device
-    from fib_core.project.runflow import CPU_SMOKE_TIMING
-
-    device = resolve_device(str(overrides.get("device") or "auto")).split(":")[0]
-    if device != "cpu":
-        return dict(overrides)
-    return {**CPU_SMOKE_TIMING, **overrides}
 
 
 def replace_stored_solution(

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import difflib
 import tomllib
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
 from typing import Any
 
+from fib_core.bench.settings import SETTINGS
 from fib_core.errors import ConfigError
 from fib_core.project.tracks import TRACKS, track_of
 
@@ -41,6 +42,8 @@ class Key:
     required: bool = False
     choices: tuple[str, ...] | None = None
     example: Any = None  # shown commented-out in a written config.toml when the key is unset
+    # Further validation (ranges): None when the value is fine, else what it must be.
+    check: Callable[[Any], str | None] | None = None
 
 
 SCHEMA: dict[str, dict[str, Key]] = {
@@ -97,45 +100,18 @@ SCHEMA: dict[str, dict[str, Key]] = {
             (list,), [], "CUDA/C++ only: extra include folders", example=["include"]
         ),
     },
+    # Built from the settings table: the same rows give the flags and the engine's fields.
     "benchmark": {
-        "warmup": Key((int,), None, "warm-up calls before timing (default 10)", example=10),
-        "iterations": Key((int,), None, "timed calls per trial (default 50)", example=50),
-        "trials": Key(
-            (int,), None, "trials; the latency is the mean of their medians (default 3)", example=3
-        ),
-        "timeout": Key(
-            (int, float), None, "seconds per workload, build included (default 300)", example=300
-        ),
-        "atol": Key(
-            (int, float), None, "absolute tolerance (default: the definition's)", example=0.01
-        ),
-        "rtol": Key(
-            (int, float), None, "relative tolerance (default: the definition's)", example=0.01
-        ),
-        "required_matched_ratio": Key(
-            (int, float),
+        s.key: Key(
+            s.toml_types,
             None,
-            "fraction of elements that must match (default: the definition's)",
-            example=1.0,
-        ),
-        "workloads": Key(
-            (list,),
-            None,
-            'workload filter: uuid prefixes or axis filters like "batch_size=64"',
-            example=["batch_size>=16"],
-        ),
-        "seed": Key((int,), None, "input seed (default 0)", example=0),
-        "timing_method": Key(
-            (str,),
-            None,
-            "auto | cupti | profiler | events (default auto: the device span of each call)",
-            False,
-            ("auto", "cupti", "profiler", "events"),
-            example="auto",
-        ),
-        "isolated": Key(
-            (bool,), None, "one process per workload, as the organizers grade", example=False
-        ),
+            s.help,
+            choices=s.offered or s.choices or None,
+            example=s.example,
+            check=s.toml_problem,
+        )
+        for s in SETTINGS
+        if s.key
     },
 }
 
@@ -171,21 +147,19 @@ class BuildConfig:
         return self.entry_point.split("::", 1)[1]
 
 
-@dataclass
-class BenchmarkDefaults:
-    """Optional ``[benchmark]`` defaults; None means "use the engine's default"."""
+def _given(self: Any) -> dict[str, Any]:
+    """The keys config.toml sets (config key -> value); unset ones are left out."""
+    return {k: v for k, v in vars(self).items() if v is not None}
 
-    warmup: int | None = None
-    iterations: int | None = None
-    trials: int | None = None
-    timeout: float | None = None
-    atol: float | None = None
-    rtol: float | None = None
-    required_matched_ratio: float | None = None
-    workloads: list[str] | None = None
-    seed: int | None = None
-    timing_method: str | None = None
-    isolated: bool | None = None
+
+# The optional ``[benchmark]`` table, one field per config key of the settings table; None
+# means "not set" (the definition's eval.toml or the engine's default applies).
+BenchmarkDefaults = make_dataclass(
+    "BenchmarkDefaults",
+    [(s.key, Any, None) for s in SETTINGS if s.key],
+    namespace={"given": _given, "__doc__": "config.toml's [benchmark] values (None = not set)."},
+)
+BenchmarkDefaults.__module__ = __name__
 
 
 @dataclass
@@ -194,7 +168,7 @@ class KitConfig:
 
     solution: SolutionConfig
     build: BuildConfig
-    benchmark: BenchmarkDefaults
+    benchmark: Any  # a BenchmarkDefaults
     path: Path
     root: Path
     # The track's definitions when config.toml has a [track] table (fib_core.project.track):
@@ -283,9 +257,7 @@ def _section_values(path: Path, section: str, table: dict[str, Any], keys: dict[
         )
         if not ok:
             want = " or ".join("a " + _TYPE_WORDS[t] for t in spec.types)
-            raise ConfigError(
-                f"{path}: [{section}] {key} = {value!r} must be {want} ({spec.doc})"
-            )
+            raise ConfigError(f"{path}: [{section}] {key} = {value!r} must be {want} ({spec.doc})")
         if spec.choices and value not in spec.choices:
             raise ConfigError(
                 f"{path}: [{section}] {key} = {value!r} is not one of "
@@ -293,6 +265,9 @@ def _section_values(path: Path, section: str, table: dict[str, Any], keys: dict[
             )
         if isinstance(value, list) and not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{path}: [{section}] {key} must be a list of strings")
+        why = spec.check(value) if spec.check is not None else None
+        if why is not None:
+            raise ConfigError(f"{path}: [{section}] {key} = {value!r} must be {why} ({spec.doc})")
         out[key] = value
     for key, spec in keys.items():
         if key in out:

@@ -3,26 +3,29 @@
 Both launchers do the same three steps, so they share this module instead of copies:
 
 1. :func:`make_request` (local): config + CLI flags → a picklable :class:`RunRequest` holding
-   the packed solution, the workload filters and the engine settings (CLI beats config.toml,
-   which beats the engine's defaults).
-2. :func:`execute` (wherever the GPU is: this machine, or a Modal container): load the
-   dataset, select the workloads, take this shard's share, benchmark, return a
-   :class:`ShardResult` of plain JSON-able traces.
+   the packed solution, the workload filters, the device and the engine settings, merged once
+   by :func:`fib_core.bench.settings.merge` (the definition's eval.toml < the CPU smoke
+   counts < config.toml < the flags given).
+2. :func:`execute` (wherever the GPU is: this machine, or a Modal container): the dataset (the
+   one already loaded, when local), select the workloads, take this shard's share, benchmark,
+   return a :class:`ShardResult` (traces; plain JSON with :meth:`ShardResult.to_dict` when
+   it crosses to another machine).
 3. :func:`finish` (local): merge shards in workload order, print the table and summary,
    write ``--json``, show ``--compare``, and give the exit status (non-zero if anything failed).
 
 Example (what ``run_local.py`` does)::
 
     ws = open_workspace("config.toml")
-    request = make_request(ws.cfg, ws.pack(), RunOptions(quick=True))
-    shard = execute(request)
-    exit_code = finish([shard], ws.definition, RunOptions(quick=True))
+    opts = RunOptions(quick=True, flags={"iterations": 20})
+    request = make_request(ws.cfg, ws.pack(), opts)
+    shard = execute(request, trace_set=ws.trace_set)
+    exit_code = finish([shard], ws.definition, opts)
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,58 +36,24 @@ from fib_core.project.selection import select_workloads
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from fib_core.data import Definition, Solution, Trace
+    from fib_core.data import Definition, Solution, Trace, TraceSet
     from fib_core.project.config import KitConfig
     from fib_core.project.recording import RunRecording
-
-# A CPU run only proves correctness; keep it short, but still catch a kernel that replays
-# results: two input sets checked before timing, and the one timed call (on a third set)
-# re-checked. The reference is not timed (a CPU has no score to compute), and the limit is
-# sized for the Triton interpreter and the full-size references on a small machine.
-CPU_SMOKE_TIMING = {
-    "warmup_runs": 0,
-    "iterations": 1,
-    "num_trials": 1,
-    "num_input_sets": 2,
-    "profile_baseline": False,
-    "timeout_seconds": 1800.0,
-}
 
 # config.toml [build] keys that reach the compiler (fib_core.compile.BuildOptions)
 _BUILD_KEYS = ("cuda_arch", "extra_cuda_cflags", "extra_cflags", "extra_ldflags", "include_dirs")
 
-# config.toml [benchmark] key -> BenchmarkConfig field
-_CONFIG_TO_ENGINE = {
-    "warmup": "warmup_runs",
-    "iterations": "iterations",
-    "trials": "num_trials",
-    "timeout": "timeout_seconds",
-    "atol": "atol",
-    "rtol": "rtol",
-    "required_matched_ratio": "required_matched_ratio",
-    "seed": "seed",
-    "timing_method": "timing_method",
-    "isolated": "isolated",
-}
-
 
 @dataclass
 class RunOptions:
-    """What a launcher's command line may set; None means "not given"."""
+    """What a launcher's command line set.
 
-    workloads: list[str] | None = None
+    ``flags``: the benchmark settings given on it, by setting name (``{"warmup_runs": 3,
+    "workloads": ("batch_size=64",), "device": "cpu"}``; see :mod:`fib_core.bench.settings`,
+    whose ``flags_given`` builds it); a setting left out was not given."""
+
+    flags: dict[str, Any] = field(default_factory=dict)
     quick: bool = False
-    warmup: int | None = None
-    iterations: int | None = None
-    trials: int | None = None
-    timeout: float | None = None
-    atol: float | None = None
-    rtol: float | None = None
-    required_matched_ratio: float | None = None
-    seed: int | None = None
-    timing_method: str | None = None
-    isolated: bool | None = None
-    device: str | None = None  # "cuda" | "cpu" | None (auto)
     json_path: Path | None = None
     compare_path: Path | None = None
     traces_path: Path | None = None  # also save the merged traces here (JSONL)
@@ -111,15 +80,14 @@ class RunRequest:
     definition: str
     filters: list[str] | None
     quick: bool
+    # BenchmarkConfig fields above its defaults: every layer merged (fib_core.bench.settings).
     engine: dict[str, Any]
     build: dict[str, Any] = field(default_factory=dict)
-    device: str | None = None
+    device: str | None = None  # "cuda" | "cpu", resolved once by make_request
     dataset_path: str | None = None
     shard: int = 0
     num_shards: int = 1
     cross_check: bool = False  # also time each workload with every timer (GPU only)
-    # The definition's evaluation settings (fib_core.bench.eval_settings), below ``engine``.
-    defaults: dict[str, Any] = field(default_factory=dict)
     contest: bool = False
     # The uuids this shard runs (several GPUs spread by cost); None = round-robin ``shard_of``.
     assigned: list[str] | None = None
@@ -130,11 +98,14 @@ class RunRequest:
 
 @dataclass
 class ShardResult:
-    """One shard's outcome: traces as JSON dicts, in the selection's order."""
+    """One shard's outcome: its traces, and what the table needs to know about the run.
+
+    ``traces`` may be given as JSON dicts (a shard back from another machine): they are read
+    into :class:`~fib_core.data.Trace` objects on construction."""
 
     shard: int
     order: list[str]  # uuids of the whole selection, for merging in order
-    traces: list[dict[str, Any]]
+    traces: list[Any]  # Trace
     device: str
     gpu_name: str | None
     messages: list[str] = field(default_factory=list)
@@ -144,40 +115,49 @@ class ShardResult:
     quick: bool = False  # the selection is the quick subset
     author: str | None = None
 
+    def __post_init__(self) -> None:
+        from fib_core.data import Trace
 
-def engine_settings(cfg: KitConfig, opts: RunOptions) -> dict[str, Any]:
-    """BenchmarkConfig fields: CLI flags win over config.toml, which wins over defaults."""
-    settings: dict[str, Any] = {}
-    for key, engine_key in _CONFIG_TO_ENGINE.items():
-        from_cli = getattr(opts, key)
-        from_cfg = getattr(cfg.benchmark, key)
-        value = from_cli if from_cli is not None else from_cfg
-        if value is not None:
-            settings[engine_key] = value
-    return settings
+        self.traces = [Trace.from_dict(t) if isinstance(t, dict) else t for t in self.traces]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able data (traces as dicts), for a shard crossing to another machine."""
+        return {**asdict(replace(self, traces=[])), "traces": [t.to_dict() for t in self.traces]}
 
 
-def make_request(cfg: KitConfig, solution: Solution, opts: RunOptions) -> RunRequest:
-    """The request for ``solution``, with the workload filter from the CLI or config.toml.
+def make_request(
+    cfg: KitConfig, solution: Solution, opts: RunOptions, device: str | None = None
+) -> RunRequest:
+    """The request for ``solution``: workload filter, device and engine settings, merged once.
 
-    The definition's evaluation settings are the defaults; config.toml and flags override
-    them. With ``opts.contest`` only the organizers' settings apply (a flag that would change
-    them is refused, config.toml's are ignored)."""
+    ``device``: where it will run ("cuda" | "cpu"; None = resolve ``--device`` here). The
+    definition's evaluation settings are the defaults; config.toml and flags override them.
+    With ``opts.contest`` only the organizers' settings apply (a flag that would change them is
+    refused, config.toml's are ignored; ``--seed`` still counts)."""
     from fib_core.bench.eval_settings import eval_settings
+    from fib_core.bench.settings import BY_NAME, flag_name, merge
 
-    filters = opts.workloads if opts.workloads is not None else cfg.benchmark.workloads
+    kind = device or resolve_device(opts.flags.get("device"))
+    filters = opts.flags.get("workloads", cfg.benchmark.workloads)
     settings = eval_settings(cfg.solution.definition)
     if opts.contest:
-        clashing = [key for key in _CONFIG_TO_ENGINE if key != "seed" and getattr(opts, key) is not None]
+        clashing = [name for name in opts.flags if BY_NAME[name].per_definition]
         if clashing:
-            flag = "--" + clashing[0].replace("_", "-")
-            raise ConfigError(f"{flag} changes the organizers' settings that --contest runs; "
-                              "drop one of the two")
-        defaults = settings.contest_fields()
-        engine = {"seed": opts.seed} if opts.seed is not None else {}
+            raise ConfigError(
+                f"{flag_name(clashing[0])} changes the organizers' settings that --contest "
+                "runs; drop one of the two"
+            )
+        seed = {"seed": opts.flags["seed"]} if "seed" in opts.flags else {}
+        engine = merge(definition=settings.contest_fields(), cpu=kind == "cpu", flags=seed)
     else:
-        defaults = settings.local_fields()
-        engine = engine_settings(cfg, opts)
+        engine = merge(
+            definition=settings.local_fields(),
+            cpu=kind == "cpu",
+            config=cfg.benchmark.given(),
+            flags=opts.flags,
+        )
+    for name in ("workloads", "device"):  # the selection's and the request's own fields
+        engine.pop(name, None)
     return RunRequest(
         solution=solution.to_dict(),
         definition=cfg.solution.definition,
@@ -185,9 +165,8 @@ def make_request(cfg: KitConfig, solution: Solution, opts: RunOptions) -> RunReq
         quick=opts.quick,
         engine=engine,
         build=build_settings(cfg),
-        device=opts.device,
+        device=kind,
         cross_check=opts.cross_check,
-        defaults=defaults,
         contest=opts.contest,
     )
 
@@ -201,7 +180,7 @@ def build_settings(cfg: KitConfig) -> dict[str, Any]:
 
 
 def resolve_device(requested: str | None) -> str:
-    """"cuda" when a GPU is usable (or asked for), else "cpu"; asking for a missing GPU fails.
+    """ "cuda" when a GPU is usable (or asked for), else "cpu"; asking for a missing GPU fails.
 
     The engine's own resolution (also used by its workers), reduced to the device kind.
     """
@@ -236,27 +215,22 @@ def select_for(request: RunRequest, trace_set: Any, device: str) -> list[Trace]:
     )
 
 
-def engine_for(request: RunRequest, device: str) -> dict[str, Any]:
-    """BenchmarkConfig fields for ``request`` on ``device``: the definition's settings, then
-    (on CPU) the smoke-run counts, then what config.toml and the flags set."""
-    engine = dict(request.defaults)
-    if device == "cpu":  # a smoke run whatever the defaults; explicit settings still win
-        engine.update(CPU_SMOKE_TIMING)
-    engine.update(request.engine)
-    return engine
-
-
 def execute(
-    request: RunRequest, on_event: Callable[[Any], None] | None = None
+    request: RunRequest,
+    on_event: Callable[[Any], None] | None = None,
+    trace_set: TraceSet | None = None,
 ) -> ShardResult:
-    """Benchmark the request's shard here and return its traces (runs on the GPU machine)."""
-    from fib_core.bench import Benchmark, BenchmarkConfig
-    from fib_core.data import Solution, TraceSet
-    from fib_core.dataset import default_dataset_path
+    """Benchmark the request's shard here and return its traces (runs on the GPU machine).
 
-    device = resolve_device(request.device)
-    path = Path(request.dataset_path) if request.dataset_path else default_dataset_path()
-    trace_set = TraceSet.from_path(path)
+    ``trace_set``: the request's dataset when the caller has it loaded already (a local run);
+    None loads ``request.dataset_path`` (another machine, another process)."""
+    from fib_core.bench import Benchmark, BenchmarkConfig
+    from fib_core.compile import BuildOptions
+    from fib_core.data import Solution
+    from fib_core.project.dataset_checks import check_blobs
+
+    device = request.device or resolve_device(None)
+    path, trace_set = _dataset(request, trace_set)
     if request.definition not in trace_set.definitions:
         raise ConfigError(f"definition {request.definition} is not in the dataset at {path}")
     selection = select_for(request, trace_set, device)
@@ -265,13 +239,10 @@ def execute(
         mine = [t for t in selection if t.workload.uuid in chosen]
     else:
         mine = shard_of(selection, request.shard, request.num_shards)
-    from fib_core.project.dataset_checks import check_blobs
-
     check_blobs(trace_set, request.definition, [t.workload for t in mine])
-    engine = engine_for(request, device)
-    from fib_core.compile import BuildOptions
-
-    config = BenchmarkConfig(device=device, build_options=BuildOptions(**request.build), **engine)
+    config = BenchmarkConfig(
+        device=device, build_options=BuildOptions(**request.build), **request.engine
+    )
     solution = Solution.from_dict(request.solution)
     with Benchmark(trace_set, config) as bench:
         traces = bench.run_solution(solution, mine, on_event=on_event) if mine else []
@@ -283,7 +254,7 @@ def execute(
     result = ShardResult(
         shard=request.shard,
         order=[t.workload.uuid for t in selection],
-        traces=[t.to_dict() for t in traces],
+        traces=list(traces),
         device=device,
         gpu_name=gpu,
         total_workloads=len(trace_set.workloads.get(request.definition, [])),
@@ -299,43 +270,49 @@ def execute(
     return result
 
 
+def _dataset(request: RunRequest, trace_set: TraceSet | None) -> tuple[Path, TraceSet]:
+    """The request's dataset folder, and its TraceSet (``trace_set`` when given)."""
+    from fib_core.data import TraceSet
+    from fib_core.dataset import default_dataset_path
+
+    path = Path(request.dataset_path) if request.dataset_path else default_dataset_path()
+    return path, trace_set if trace_set is not None else TraceSet.from_path(path)
+
+
 def execute_on_gpus(
-    request: RunRequest, gpus: str | None, on_event: Callable[[Any], None] | None = None
+    request: RunRequest,
+    gpus: str | None,
+    on_event: Callable[[Any], None] | None = None,
+    trace_set: TraceSet | None = None,
 ) -> list[ShardResult]:
     """Benchmark on several GPUs of this machine (``gpus``: "0,1", "1", None = every visible
     one): one process per GPU, workloads spread by cost (:mod:`fib_core.project.gpus`). One
-    GPU, or a CPU run, is :func:`execute` here."""
+    GPU, or a CPU run, is :func:`execute` here (on ``trace_set`` when given)."""
     from fib_core.project import gpus as gpu_plan
 
-    device = resolve_device(request.device)
-    if device != "cuda":
+    if request.device != "cuda":
         if gpus is not None:
             raise ConfigError("--gpus needs a CUDA GPU; this run is on the CPU")
-        return [execute(request, on_event=on_event)]
+        return [execute(request, on_event=on_event, trace_set=trace_set)]
     import torch
 
     chosen = gpu_plan.parse_gpus(gpus, torch.cuda.device_count())
     ids = gpu_plan.physical_ids(chosen)
     if len(chosen) == 1 and gpus is None:
-        return [execute(request, on_event=on_event)]
-    from fib_core.data import TraceSet
-    from fib_core.dataset import default_dataset_path
-
-    path = Path(request.dataset_path) if request.dataset_path else default_dataset_path()
-    selection = select_for(request, TraceSet.from_path(path), device)
+        return [execute(request, on_event=on_event, trace_set=trace_set)]
+    _, trace_set = _dataset(request, trace_set)
+    selection = select_for(request, trace_set, "cuda")
     costs = gpu_plan.workload_costs(request.definition, [t.workload.axes for t in selection])
     plans = gpu_plan.plan_shards(request, [t.workload.uuid for t in selection], costs, chosen)
     return gpu_plan.run_on_gpus(plans, ids, on_event=on_event)
 
 
 def merge_shards(shards: list[ShardResult]) -> tuple[list[Trace], ShardResult]:
-    """All shards' traces as Trace objects in selection order, and the first shard's facts."""
-    from fib_core.data import Trace
-
+    """All shards' traces in selection order, and the first shard's facts."""
     if not shards:
         raise ValueError("no shard results to merge")
     order = {uuid: i for i, uuid in enumerate(shards[0].order)}
-    traces = [Trace.from_dict(d) for s in shards for d in s.traces]
+    traces = [t for s in shards for t in s.traces]
     traces.sort(key=lambda t: order.get(t.workload.uuid, len(order)))
     return traces, shards[0]
 
@@ -418,7 +395,9 @@ def finish(
     problems = [p for p in problems if p]
     for line in problems:
         print(f"error: {line}", file=sys.stderr)
-    failed = [t for t in traces if t.evaluation is None or t.evaluation.status != EvaluationStatus.PASSED]
+    failed = [
+        t for t in traces if t.evaluation is None or t.evaluation.status != EvaluationStatus.PASSED
+    ]
     if problems:
         return 2  # the measurements are kept, but not where the user asked
     return 1 if failed or not traces else 0

@@ -10,7 +10,7 @@ from fib_core.bench.config import BenchmarkConfig
 from fib_core.bench.eval_settings import eval_settings
 from fib_core.errors import ConfigError
 from fib_core.project.config import config_from_dict
-from fib_core.project.runflow import RunOptions, engine_for, make_request
+from fib_core.project.runflow import RunOptions, make_request
 
 PREFILL = "gdn_prefill_qk4_v8_d128_k_last"
 DECODE = "gdn_decode_qk4_v8_d128_k_last"
@@ -105,20 +105,20 @@ def test_a_broken_settings_file_is_one_line_naming_it(
 
 def test_config_and_flags_override_the_definition_defaults() -> None:
     cfg = kit_config(PREFILL, {"iterations": 20})
-    request = make_request(cfg, _Solution(), RunOptions(warmup=3))
-    engine = engine_for(request, "cuda")
+    opts = RunOptions(flags={"warmup_runs": 3})
+    engine = make_request(cfg, _Solution(), opts, device="cuda").engine
     assert engine["iterations"] == 20 and engine["warmup_runs"] == 3
     assert engine["num_trials"] == 3 and engine["isolated"] is False
     # a CPU run stays a smoke run, but what the user set still wins
-    cpu = engine_for(request, "cpu")
+    cpu = make_request(cfg, _Solution(), opts, device="cpu").engine
     assert cpu["iterations"] == 20 and cpu["num_trials"] == 1
 
 
 def test_contest_ignores_config_and_refuses_clashing_flags() -> None:
     cfg = kit_config(PREFILL, {"iterations": 20, "isolated": False})
-    request = make_request(cfg, _Solution(), RunOptions(contest=True, seed=7))
-    engine = engine_for(request, "cuda")
+    request = make_request(cfg, _Solution(), RunOptions(contest=True, flags={"seed": 7}), "cuda")
+    engine = request.engine
     assert (engine["warmup_runs"], engine["iterations"], engine["num_trials"]) == (1, 5, 3)
     assert engine["isolated"] is True and engine["seed"] == 7 and request.contest
     with pytest.raises(ConfigError, match="--iterations"):
-        make_request(cfg, _Solution(), RunOptions(contest=True, iterations=9))
+        make_request(cfg, _Solution(), RunOptions(contest=True, flags={"iterations": 9}), "cuda")

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 
+from fib_core.bench.settings import CPU_SMOKE, merge
 from fib_core.cli import main
-from fib_core.project.cli_help import cpu_sized
-from fib_core.project.runflow import CPU_SMOKE_TIMING
 
 # Computes its first call only, then hands back that result (by value) for every later call.
 REPLAY = (
@@ -20,12 +19,12 @@ REPLAY = (
 
 
 def test_cpu_defaults_fill_only_what_was_not_given():
-    sized = cpu_sized({"device": "cpu", "iterations": 7})
+    sized = merge(cpu=True, flags={"device": "cpu", "iterations": 7})
     assert sized["iterations"] == 7 and sized["device"] == "cpu"
     assert sized["num_input_sets"] >= 2 and sized["warmup_runs"] == 0
     assert sized["profile_baseline"] is False
     assert {k: v for k, v in sized.items() if k not in ("iterations", "device")} == {
-        k: v for k, v in CPU_SMOKE_TIMING.items() if k != "iterations"}
+        k: v for k, v in CPU_SMOKE.items() if k != "iterations"}
 
 
 def test_replaying_kernel_fails_on_cpu_with_the_default_settings(tmp_path, dataset_writer,

@@ -121,7 +121,7 @@ def request_dict(repo_root: Path):
     from fib_core.project.workspace import open_workspace
 
     ws = open_workspace(repo_root / "config.toml")
-    return asdict(make_request(ws.cfg, ws.pack(), RunOptions(quick=True, device="cpu")))
+    return asdict(make_request(ws.cfg, ws.pack(), RunOptions(quick=True, flags={"device": "cpu"})))
 
 
 @pytest.mark.slow

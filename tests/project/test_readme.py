@@ -46,8 +46,10 @@ def test_readme_config_example_is_valid(repo_root: Path, tmp_path: Path) -> None
 def test_every_script_flag_in_readme_exists(repo_root: Path) -> None:
     text = readme(repo_root)
     run_local = (repo_root / "scripts" / "run_local.py").read_text()
-    # The debugging flags are declared by the module run_local.py adds them from.
+    # The debugging and benchmark-setting flags are declared by the modules run_local.py adds
+    # them from.
     run_local += (repo_root / "fib_core" / "project" / "debug_tools.py").read_text()
+    run_local += (repo_root / "fib_core" / "bench" / "settings.py").read_text()
     section = text.split("`run_local.py` packs", 1)[1].split("###", 1)[0]
     for flag in re.findall(r"`(--[a-z-]+)", section):
         assert f'"{flag}"' in run_local or f"'{flag}'" in run_local, flag

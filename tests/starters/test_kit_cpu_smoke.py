@@ -43,10 +43,9 @@ def test_starter_passes_its_quick_workloads_on_cpu(
     shutil.copy(repo_root / "config.toml", fork / "config.toml")
     switch_track(fork, definition, "triton")
     ws = open_workspace(fork / "config.toml")
-    request = make_request(
-        ws.cfg, ws.pack(), RunOptions(quick=True, device="cpu", workloads=filters)
-    )
+    flags = {"device": "cpu", **({"workloads": tuple(filters)} if filters is not None else {})}
+    request = make_request(ws.cfg, ws.pack(), RunOptions(quick=True, flags=flags))
     result = execute(request)
     assert result.device == "cpu"
-    statuses = {t["workload"]["uuid"][:8]: t["evaluation"]["status"] for t in result.traces}
+    statuses = {t.workload.uuid[:8]: t.evaluation.status.value for t in result.traces}
     assert statuses and set(statuses.values()) == {"PASSED"}, statuses
