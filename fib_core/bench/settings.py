@@ -208,14 +208,16 @@ def merge(
 
     ``definition``: the definition's ``eval.toml`` fields (``EvalSettings.local_fields()``, or
     ``contest_fields()`` for ``--contest``); ``cpu``: the run has no GPU, so the smoke-run
-    counts (:data:`CPU_SMOKE`) come next; ``config``: ``config.toml`` ``[benchmark]`` (keys or
-    setting names); ``flags``: only the flags that were given (None values are "not given").
+    counts (:data:`CPU_SMOKE`) come next; ``config``: ``config.toml`` ``[benchmark]`` by its
+    keys (``{"trials": 5}``); ``flags``: only the flags that were given (None values are "not given").
     """
     merged: dict[str, Any] = dict(definition or {})
     if cpu:
         merged.update(CPU_SMOKE)
-    merged.update(from_keys({k: v for k, v in (config or {}).items() if k in BY_KEY}))
-    merged.update({k: v for k, v in (config or {}).items() if k in BY_NAME and k not in BY_KEY})
+    unknown_keys = sorted(set(config or {}) - set(BY_KEY))
+    if unknown_keys:
+        raise ConfigError(f"benchmark settings: unknown config key {unknown_keys[0]!r}")
+    merged.update(from_keys(config or {}))
     merged.update({k: v for k, v in (flags or {}).items() if v is not None})
     unknown = sorted(set(merged) - set(BY_NAME))
     if unknown:
@@ -248,8 +250,6 @@ def add_flags(parser: argparse.ArgumentParser, style: str) -> None:
             kwargs["action"] = argparse.BooleanOptionalAction
         elif s.kind is tuple:
             kwargs.update(nargs="+", metavar=s.metavar or "NAME")
-            if style == CLI and s.name == "workloads":
-                kwargs["metavar"] = "UUID"
         elif s.choices:
             kwargs["choices"] = list(s.user_choices if style == LOCAL else s.choices)
         else:
