@@ -53,8 +53,7 @@ class Benchmark:
         self._worker: WorkerHandle | None = None
         self._judge: JudgeHandle | None = None
         self._worker_solution = ""
-        self._spare: WorkerHandle | None = None  # isolated runs: the next workload's worker
-        self._spare_solution = ""
+        self._spare: WorkerHandle | None = None  # a fresh worker booting for the next task
         self._spares_used = 0
         self._audits: dict[str, list[str]] = {}
         self._warned: set[str] = set()
@@ -107,13 +106,14 @@ class Benchmark:
                 emit(callback, WorkloadSkipped(workload.uuid, solution.name, index, len(items)))
                 continue
             emit(callback, WorkloadStarted(workload.uuid, index, len(items), solution.name))
-            trace = self._run_one(definition, solution, workload, callback,
-                                  more=index + 1 < len(items))
+            trace = self._run_one(definition, solution, workload, callback)
             if dump_traces:
                 self._trace_sink(callback).save([trace])
             traces.append(trace)
             emit(callback, WorkloadFinished(trace, index, len(items)))
         self._unlock_resume()
+        if not self.config.isolated and self._spare is None:
+            self._launch_spare()  # the next solution's worker, booting while the caller goes on
         return traces
 
     def close(self) -> None:
@@ -195,15 +195,15 @@ class Benchmark:
         if self._worker is not None:
             self._worker.kill()
         spare, self._spare = self._spare, None
-        if spare is not None and spare.alive and self._spare_solution == solution_hash:
-            worker = spare
+        worker = None
+        if spare is not None and spare.alive:
             try:
-                worker.wait_ready(timeout=max(120.0, self.config.timeout_seconds))
+                spare.wait_ready(timeout=max(120.0, self.config.timeout_seconds))
+                worker = spare
                 self._spares_used += 1
             except WorkerDied:
-                worker = self._new_worker()
-                worker.start(timeout=max(120.0, self.config.timeout_seconds))
-        else:
+                pass
+        if worker is None:
             if spare is not None:
                 spare.kill()
             worker = self._new_worker()
@@ -224,18 +224,20 @@ class Benchmark:
         return WorkerHandle(self.config.device, self._log_dir, readonly=readonly, hidden=hidden,
                             trusted=_trusted_checks())
 
-    def _launch_spare(self, solution_hash: str) -> None:
-        """Isolated runs: boot the next workload's fresh worker while this one runs.
+    def _launch_spare(self) -> None:
+        """Boot a fresh worker for the next task while the current one runs (isolated runs:
+        every workload) or after a solution's last workload (persistent runs: the next
+        solution's worker).
 
-        The spare only imports (CPU work); it creates its CUDA context when its own task
-        arrives, so it does not touch the GPU while another worker is timing. Interpreter and
-        library start-up (seconds) then leaves the critical path of every workload but the
-        first.
+        A spare has run no solution code, so it may serve any solution. It only imports (CPU
+        work) and creates its CUDA context when its own task arrives, so it does not touch the
+        GPU while another worker is timing. Interpreter and library start-up (seconds on a GPU
+        machine) then leaves the critical path.
         """
         self._drop_spare()
         spare = self._new_worker()
         spare.launch()
-        self._spare, self._spare_solution = spare, solution_hash
+        self._spare = spare
 
     def _drop_spare(self) -> None:
         spare = self._spare
@@ -265,7 +267,7 @@ class Benchmark:
         return judge
 
     def _run_one(self, definition: Any, solution: Any, workload: Any,
-                 callback: EventFn | None, more: bool = False) -> Any:
+                 callback: EventFn | None) -> Any:
         self._task_id += 1
         task = EvalTask(self._task_id, definition.to_dict(), solution.to_dict(),
                         workload.to_dict(), self.config,
@@ -278,8 +280,8 @@ class Benchmark:
                 judge.wait_ready(timeout=max(120.0, self.config.timeout_seconds))
         except WorkerDied as err:
             raise FibError(str(err).splitlines()[0] + f" (worker log: {self._log_dir})") from None
-        if self.config.isolated and more:
-            self._launch_spare(solution.hash())
+        if self.config.isolated:
+            self._launch_spare()
         from fib_core.bench.judge import expected_output_bytes
 
         result = worker.run(task, self.config.timeout_seconds,
