@@ -203,7 +203,7 @@ def cross_check_shard(
     import concurrent.futures
     import multiprocessing
 
-    settings = {**getattr(request, "defaults", {}), **request.engine}
+    settings = dict(request.engine)
     job = {
         "solution": request.solution,
         "definition": request.definition,

@@ -154,7 +154,7 @@ class RunRecording:
 def run_config(request: Any) -> dict[str, Any]:
     """The settings of a run request that decide what was measured."""
     return {
-        "engine": {**getattr(request, "defaults", {}), **request.engine},
+        "engine": dict(request.engine),
         "filters": list(request.filters) if request.filters else None,
         "quick": bool(request.quick),
         "build": dict(request.build),
