@@ -218,10 +218,14 @@ def merge(
     if unknown_keys:
         raise ConfigError(f"benchmark settings: unknown config key {unknown_keys[0]!r}")
     merged.update(from_keys(config or {}))
-    merged.update({k: v for k, v in (flags or {}).items() if v is not None})
-    unknown = sorted(set(merged) - set(BY_NAME))
+    given = {k: v for k, v in (flags or {}).items() if v is not None}
+    unknown = sorted((set(merged) | set(given)) - set(BY_NAME))
     if unknown:
         raise ConfigError(f"benchmark settings: unknown setting {unknown[0]!r}")
+    for name, value in given.items():  # a bad flag is named as the user typed it
+        spellings = dict.fromkeys(f for f in (BY_NAME[name].flag, BY_NAME[name].cli_flag) if f)
+        given[name] = check_value(name, value, where="flag " + " / ".join(spellings))
+    merged.update(given)
     return merged
 
 

@@ -86,6 +86,15 @@ def test_merge_refuses_an_unknown_setting() -> None:
         S.merge(flags={"warmup": 3})
 
 
+def test_a_bad_flag_value_is_named_as_typed() -> None:
+    with pytest.raises(ConfigError, match=r"flag --trials / --num-trials: num_trials = 0; "
+                       r"expected an integer >= 1"):
+        S.merge(config={"trials": 5}, flags={"num_trials": 0})
+    with pytest.raises(ConfigError, match="flag --timeout: timeout_seconds = -5.0"):
+        S.merge(flags={"timeout_seconds": -5.0})
+    assert S.merge(flags={"num_trials": 2, "timeout_seconds": None}) == {"num_trials": 2}
+
+
 def _parse(style: str, *argv: str) -> dict:
     parser = argparse.ArgumentParser()
     S.add_flags(parser, style)
