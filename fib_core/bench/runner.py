@@ -53,7 +53,8 @@ class Benchmark:
         self._worker: WorkerHandle | None = None
         self._judge: JudgeHandle | None = None
         self._worker_solution = ""
-        self._spare: WorkerHandle | None = None  # a fresh worker booting for the next task
+        self._spare: WorkerHandle | None = None  # isolated runs: the next workload's worker
+        self._spare_solution = ""
         self._spares_used = 0
         self._audits: dict[str, list[str]] = {}
         self._warned: set[str] = set()
@@ -106,14 +107,13 @@ class Benchmark:
                 emit(callback, WorkloadSkipped(workload.uuid, solution.name, index, len(items)))
                 continue
             emit(callback, WorkloadStarted(workload.uuid, index, len(items), solution.name))
-            trace = self._run_one(definition, solution, workload, callback)
+            trace = self._run_one(definition, solution, workload, callback,
+                                  more=index + 1 < len(items))
             if dump_traces:
                 self._trace_sink(callback).save([trace])
             traces.append(trace)
             emit(callback, WorkloadFinished(trace, index, len(items)))
         self._unlock_resume()
-        if not self.config.isolated and self._spare is None:
-            self._launch_spare()  # the next solution's worker, booting while the caller goes on
         return traces
 
     def close(self) -> None:
@@ -196,7 +196,7 @@ class Benchmark:
             self._worker.kill()
         spare, self._spare = self._spare, None
         worker = None
-        if spare is not None and spare.alive:
+        if spare is not None and spare.alive and self._spare_solution == solution_hash:
             try:
                 spare.wait_ready(timeout=max(120.0, self.config.timeout_seconds))
                 worker = spare
@@ -224,20 +224,19 @@ class Benchmark:
         return WorkerHandle(self.config.device, self._log_dir, readonly=readonly, hidden=hidden,
                             trusted=_trusted_checks())
 
-    def _launch_spare(self) -> None:
-        """Boot a fresh worker for the next task while the current one runs (isolated runs:
-        every workload) or after a solution's last workload (persistent runs: the next
-        solution's worker).
+    def _launch_spare(self, solution_hash: str) -> None:
+        """Isolated runs: boot the next workload's fresh worker while this one runs.
 
-        A spare has run no solution code, so it may serve any solution. It only imports (CPU
-        work) and creates its CUDA context when its own task arrives, so it does not touch the
-        GPU while another worker is timing. Interpreter and library start-up (seconds on a GPU
-        machine) then leaves the critical path.
+        The spare only imports (CPU work) and creates its CUDA context when its own task
+        arrives, so it does not touch the GPU while another worker is timing; interpreter and
+        library start-up (seconds on a GPU machine) leaves the critical path. It serves only
+        the solution it was started for: it boots beside that solution's running code, so it
+        must never become another solution's worker.
         """
         self._drop_spare()
         spare = self._new_worker()
         spare.launch()
-        self._spare = spare
+        self._spare, self._spare_solution = spare, solution_hash
 
     def _drop_spare(self) -> None:
         spare = self._spare
@@ -267,7 +266,7 @@ class Benchmark:
         return judge
 
     def _run_one(self, definition: Any, solution: Any, workload: Any,
-                 callback: EventFn | None) -> Any:
+                 callback: EventFn | None, more: bool = False) -> Any:
         self._task_id += 1
         task = EvalTask(self._task_id, definition.to_dict(), solution.to_dict(),
                         workload.to_dict(), self.config,
@@ -280,8 +279,8 @@ class Benchmark:
                 judge.wait_ready(timeout=max(120.0, self.config.timeout_seconds))
         except WorkerDied as err:
             raise FibError(str(err).splitlines()[0] + f" (worker log: {self._log_dir})") from None
-        if self.config.isolated:
-            self._launch_spare()
+        if self.config.isolated and more:
+            self._launch_spare(solution.hash())
         from fib_core.bench.judge import expected_output_bytes
 
         result = worker.run(task, self.config.timeout_seconds,

@@ -128,9 +128,14 @@ def test_isolated_mode_and_run_solution_events(make_dataset, toy_solution_json):
     with Benchmark(ts, cfg) as bench:
         traces = bench.run_solution(solution, on_event=events.append)
         assert bench._workers_started == 2  # one process per (solution, workload)
-        # the second workload's worker booted while the first ran
-        assert bench._spares_used == 1
-    assert bench._spare is None  # closing the engine stops the spare booting for a next task
+        # the second workload's worker booted while the first ran; none after the last
+        assert bench._spares_used == 1 and bench._spare is None
+        # a spare started beside one solution's code never serves another solution
+        bench._launch_spare(solution.hash())
+        spare = bench._spare
+        other = Solution.from_dict(toy_solution_json("wrong"))
+        bench.run_solution(other, traces[:1])
+        assert bench._spares_used == 1 and not spare.alive
     assert [t.evaluation.status.value for t in traces] == ["PASSED", "PASSED"]
     assert all(t.evaluation.extra["runner"] == "isolated" for t in traces)
     assert isinstance(events[0], SolutionStarted) and events[0].total == 2
