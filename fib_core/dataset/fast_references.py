@@ -11,9 +11,12 @@ from typing import Any
 GDN_PREFILL = "gdn_prefill_qk4_v8_d128_k_last"
 
 
+_FORWARDED = ("gdn_prefill_batched", "gdn_prefill_recurrent")
+
+
 def __getattr__(name: str) -> Any:
-    if name == "gdn_prefill_batched":
+    if name in _FORWARDED:
         from fib_core.dataset import registry
 
-        return registry.get(GDN_PREFILL).fast_reference
+        return getattr(registry.get(GDN_PREFILL).module("fast_reference"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

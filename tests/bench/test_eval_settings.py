@@ -51,7 +51,7 @@ def test_prefill_uses_the_organizers_counts_locally_and_isolation_only_in_contes
     assert local["isolated"] is False and contest["isolated"] is True
     assert contest["timing_method"] == "cupti" and contest["timeout_seconds"] == 300.0
     assert contest["atol"] == 0.01 and contest["required_matched_ratio"] == 1.0
-    assert s.reference_timed_calls == 2
+    assert s.reference_timed_calls == 1
     decode = eval_settings(DECODE).local_fields()
     assert (decode["warmup_runs"], decode["iterations"], decode["num_trials"]) == (10, 50, 3)
 

@@ -1,13 +1,21 @@
 """Faster references with the same arithmetic as the kit's own, for the sets never timed.
 
 The GDN prefill reference walks the packed tokens one at a time: at 8192 tokens that is seconds
-per call, and a run checks several input sets per workload. :func:`gdn_prefill_batched` does
-the same per-token recurrence, with the same operations in the same order per sequence, but
-steps every sequence at once: the cost follows the longest sequence instead of the total.
-Sequences are sorted longest first, so the sequences still running at step t are a prefix and
-each step works on a slice, not a gather.
+per call, and a run checks several input sets per workload. Two faster forms of the same
+per-token recurrence (same operations, same order, fp32, output rounded to bfloat16 per token):
 
-The engine finds it through :mod:`fib_core.dataset.registry` (``fast_reference.py``, ``run``).
+- :func:`gdn_prefill_batched` (PyTorch, any device) steps every sequence at once: the cost
+  follows the longest sequence instead of the total. Sequences are sorted longest first, so the
+  sequences still running at step t are a prefix and each step works on a slice, not a gather.
+  On a CPU it is bit-for-bit the loop.
+- :func:`gdn_prefill_recurrent` (Triton, CUDA tensors) runs the token loop inside one kernel,
+  one program per (sequence, v head, block of value columns), the state block in registers:
+  milliseconds where the loop takes seconds, because the loop's cost is kernel launches, not
+  arithmetic. Its sums over the key axis are ordered differently from cuBLAS's, so it agrees
+  with the loop up to fp32 rounding (a GPU test compares them on every embedded workload).
+
+``run`` takes the Triton form for CUDA tensors and the batched form otherwise. The engine finds
+it through :mod:`fib_core.dataset.registry` (``fast_reference.py``, ``run``).
 
 Example::
 
@@ -27,7 +35,6 @@ def gdn_prefill_batched(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale)
     S <- S - k^T old + k^T new; out = scale q S (bfloat16). Empty sequences keep a zero state.
     """
     import torch
-    import torch.nn.functional as F
 
     total, q_heads, dim_k = q.shape
     v_heads, dim_v = v.shape[1], v.shape[2]
@@ -46,8 +53,7 @@ def gdn_prefill_batched(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale)
         return output, new_state
     longest = lengths[order[0]]
 
-    decay = torch.exp(-torch.exp(A_log.float()) * F.softplus(a.float() + dt_bias.float()))
-    beta = torch.sigmoid(b.float())
+    decay, beta = _gates(A_log, a, dt_bias, b)
     q_rows = q.repeat_interleave(v_heads // q_heads, dim=1)
     k_rows = k.repeat_interleave(v_heads // k.shape[1], dim=1)
 
@@ -94,4 +100,102 @@ def gdn_prefill_batched(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale)
     return output, new_state
 
 
-run = gdn_prefill_batched
+def _gates(A_log, a, dt_bias, b):
+    """(decay, beta) [T, H] in float32, the reference's own expressions."""
+    import torch
+    import torch.nn.functional as F
+
+    decay = torch.exp(-torch.exp(A_log.float()) * F.softplus(a.float() + dt_bias.float()))
+    return decay, torch.sigmoid(b.float())
+
+
+_KERNEL = None
+
+
+def _recurrence_kernel():
+    """The Triton kernel, compiled on first use (importing this module needs no Triton)."""
+    global _KERNEL
+    if _KERNEL is not None:
+        return _KERNEL
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def recurrence(q, k, v, state, decay, beta, cu, out, new_state, scale,
+                   HAS_STATE: tl.constexpr, QK_HEADS: tl.constexpr, HEADS: tl.constexpr,
+                   DK: tl.constexpr, DV: tl.constexpr, BV: tl.constexpr):
+        seq = tl.program_id(0)
+        head = tl.program_id(1)
+        block = tl.program_id(2)
+        begin = tl.load(cu + seq)
+        end = tl.load(cu + seq + 1)
+        rk = tl.arange(0, DK)
+        rv = block * BV + tl.arange(0, BV)
+        qk_head = head // (HEADS // QK_HEADS)
+        # S[key, value] is state[seq, head, value, key] (the k-last layout) as fp32.
+        offsets = ((seq * HEADS + head) * DV + rv[None, :]) * DK + rk[:, None]
+        if HAS_STATE:
+            s = tl.load(state + offsets).to(tl.float32)
+        else:
+            s = tl.zeros((DK, BV), dtype=tl.float32)
+        for tok in range(begin, end):
+            row = tok.to(tl.int64)
+            query = tl.load(q + (row * QK_HEADS + qk_head) * DK + rk).to(tl.float32)
+            key = tl.load(k + (row * QK_HEADS + qk_head) * DK + rk).to(tl.float32)
+            value = tl.load(v + (row * HEADS + head) * DV + rv).to(tl.float32)
+            g = tl.load(decay + row * HEADS + head)
+            bt = tl.load(beta + row * HEADS + head)
+            s = g * s
+            old = tl.sum(key[:, None] * s, axis=0)
+            new = bt * value + (1 - bt) * old
+            s = s - key[:, None] * old[None, :] + key[:, None] * new[None, :]
+            o = scale * tl.sum(query[:, None] * s, axis=0)
+            tl.store(out + (row * HEADS + head) * DV + rv, o.to(tl.bfloat16))
+        if end > begin:  # an empty sequence's row stays zero, as in the reference
+            tl.store(new_state + offsets, s)
+
+    _KERNEL = recurrence
+    return _KERNEL
+
+
+def gdn_prefill_recurrent(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale):
+    """GDN prefill (k-last state) as one Triton kernel; CUDA tensors only. See the module
+    docstring for how it relates to the loop.
+
+    Example (on a GPU)::
+
+        output, new_state = gdn_prefill_recurrent(q, k, v, state, A_log, a, dt_bias, b, cu, 0.0)
+    """
+    import torch
+
+    total, q_heads, dim_k = q.shape
+    v_heads, dim_v = v.shape[1], v.shape[2]
+    heads = max(q_heads, v_heads)
+    num_seqs = cu_seqlens.size(0) - 1
+    if scale is None or scale == 0.0:
+        scale = 1.0 / math.sqrt(dim_k)
+    output = torch.zeros((total, heads, dim_v), dtype=torch.bfloat16, device=q.device)
+    new_state = torch.zeros(
+        (num_seqs, heads, dim_v, dim_k), dtype=torch.float32, device=q.device
+    )
+    if num_seqs <= 0 or total == 0:
+        return output, new_state
+    decay, beta = _gates(A_log, a, dt_bias, b)
+    block = 32
+    grid = (num_seqs, heads, dim_v // block)
+    _recurrence_kernel()[grid](
+        q.contiguous(), k.contiguous(), v.contiguous(),
+        state.contiguous() if state is not None else output,
+        decay.contiguous(), beta.contiguous(), cu_seqlens.contiguous(),
+        output, new_state, float(scale),
+        HAS_STATE=state is not None, QK_HEADS=q_heads, HEADS=heads, DK=dim_k, DV=dim_v,
+        BV=block, num_warps=4,
+    )
+    return output, new_state
+
+
+def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale):
+    """The fastest form for these tensors: Triton on a GPU, batched PyTorch elsewhere."""
+    if q.is_cuda:
+        return gdn_prefill_recurrent(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale)
+    return gdn_prefill_batched(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale)
