@@ -9,8 +9,9 @@ reference.
 
 The reference's latency comes from the same calls that produce those outputs: the first
 ``timed_calls`` sets are computed by the definition's own reference under the solution's timer
-(as the organizers time both sides alike; L2 flushed before each call); the first of several
-warms up and the latency is the median of the rest. The other sets may come from a faster
+(as the organizers time both sides alike; L2 flushed before each call); the latency is their
+median. A process's first reference call is made once more beforehand, untimed, so one-off
+costs (library handles, allocator growth) are not charged to the reference. The other sets may come from a faster
 reference of the same arithmetic (:func:`fib_core.bench.reference.fast_reference_for`). The latency is cached
 beside the outputs, per GPU; only when outputs are cached but the latency is not (another GPU)
 are the timed calls made again.
@@ -22,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-REFERENCE_TIMING_VERSION = "output-calls-2"
+REFERENCE_TIMING_VERSION = "output-calls-3"
 
 
 def recheck_pool_size(num_trials: int) -> int:
@@ -89,7 +90,7 @@ def run_references(
     """Outputs of every set in ``indices``, cached where possible, and the latency.
 
     ``measure_exact(ks)`` computes the sets ``ks`` with the definition's reference, timing the
-    calls (the first of several warms up), and returns (outputs by set, latency ms, extra).
+    calls, and returns (outputs by set, latency ms, extra).
     With ``need_latency`` it runs on the first ``timed_calls`` sets even if they are cached.
     The other sets not on disk come from ``fast(k)`` when given, else from ``exact(k)``.
     """

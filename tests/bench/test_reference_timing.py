@@ -1,8 +1,11 @@
-"""The reference is timed with the solution's method, as the organizers time both sides.
+"""The reference is timed as the solution's quantity, as the organizers time both sides.
 
 A speedup is reference latency / solution latency; it compares like with like only if both are
 the same quantity. The organizers time both with one CUPTI span, so the kit must not time the
 reference with CUDA events (launch overhead included) while the solution gets a device-side span.
+A reference (a Python loop of small kernels, milliseconds per call) is timed with CUDA events
+around each call: its span plus one launch, without the per-kernel cost of the profiler or
+CUPTI, which slow such a loop down and take seconds to read back.
 """
 
 from __future__ import annotations
@@ -30,7 +33,10 @@ def timed_methods(monkeypatch, tmp_path):
         for i in range(warmup + iterations):
             prepare(i)
             call(i)
-        return TimingResult(1.5, method, [{"median": 1.5}], {"median": 1.5}, warmup, iterations)
+        warned = [timing.EVENTS_WARNING] if method == "events" else []  # as measure() does
+        return TimingResult(
+            1.5, method, [{"median": 1.5}], {"median": 1.5}, warmup, iterations, warned
+        )
 
     monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(evaluate, "measure", fake_measure)
@@ -49,21 +55,65 @@ def _reference_method(toy_definition, toy_workloads, requested: str) -> tuple[st
     return extra["timing_method"], extra
 
 
-@pytest.mark.parametrize("requested", ["auto", "profiler", "cupti", "events"])
-def test_reference_gets_the_solutions_method(
-    monkeypatch, timed_methods, toy_definition, toy_workloads, requested
+@pytest.mark.parametrize("cupti_installed", [True, False])
+@pytest.mark.parametrize(
+    ("requested", "reference"),
+    [("auto", "events"), ("profiler", "events"), ("cupti", "events"), ("events", "events")],
+)
+def test_reference_is_timed_with_events_around_each_call(
+    monkeypatch, timed_methods, toy_definition, toy_workloads, requested, reference,
+    cupti_installed,
 ):
-    monkeypatch.setattr(timing, "_cupti_module", lambda: object())  # CUPTI installed
-    solution_method, _ = choose_method(requested, "cuda")  # what _time_solution uses
-    method, _ = _reference_method(toy_definition, toy_workloads, requested)
-    assert timed_methods == [solution_method] and method == solution_method
-    if requested == "auto":
-        assert method == "profiler"  # a device-side span, not CUDA events
+    """A device-side span for the solution; for the reference (a Python loop of small kernels,
+    milliseconds per call) events around each call: the same span plus one launch, without
+    the profiler's or CUPTI's per-kernel cost. The trace says why, not the events warning."""
+    monkeypatch.setattr(timing, "_cupti_module", lambda: object() if cupti_installed else None)
+    solution = choose_method(requested, "cuda")[0]  # what _time_solution uses
+    assert solution != "events" or requested == "events"
+    method, extra = _reference_method(toy_definition, toy_workloads, requested)
+    assert timed_methods == [reference] and method == reference
+    assert ("method_note" in extra) == (solution != "events")
+    warned = timing.EVENTS_WARNING in extra.get("timing_warnings", [])
+    assert warned == (solution == "events")
 
 
-def test_reference_without_cupti_falls_back_like_the_solution(
-    monkeypatch, timed_methods, toy_definition, toy_workloads
+def test_reference_on_a_cpu_is_wall_clock(monkeypatch):
+    assert timing.reference_method("auto", "cpu") == ("wall-clock", None)
+
+
+def test_only_a_processs_first_reference_call_is_an_untimed_warm_up(
+    monkeypatch, tmp_path, toy_definition, toy_workloads
 ):
-    monkeypatch.setattr(timing, "_cupti_module", lambda: None)
-    method, _ = _reference_method(toy_definition, toy_workloads, "cupti")
-    assert method == choose_method("cupti", "cuda")[0] == "profiler"
+    """Every set the reference computes for its latency is timed; the warm-up (repeating the
+    first set, untimed) happens once per process, not once per workload."""
+    shapes: list[tuple[int, int]] = []
+    calls: list[float] = []
+
+    def fake_measure(call, prepare, *, device, method, warmup, iterations, trials, flusher):
+        shapes.append((warmup, iterations))
+        for i in range(warmup + iterations):
+            prepare(i)
+            call(i)
+        return TimingResult(1.5, method, [{"median": 1.5}], {"median": 1.5}, warmup, iterations)
+
+    def reference(x, y, alpha):
+        calls.append(alpha)
+        return alpha * x + y
+
+    monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(evaluate, "measure", fake_measure)
+    monkeypatch.setattr(evaluate, "reference_run", lambda definition: reference)
+    ev = Evaluator("cpu", EnvironmentInfo(device_kind="cuda", hardware="Fake GPU"))
+    ev.kind = "cuda"
+    ev._get_flusher = lambda: None  # type: ignore[method-assign]
+    x = torch.zeros(4)
+    sets = [[x, x, 1.0], [x, x, 2.0], [x, x, 3.0]]
+    cfg = BenchmarkConfig(num_input_sets=1, num_trials=1)  # 1 checked + a pool of 2
+    for workload in toy_workloads[:2]:
+        refs, (latency, _) = ev._references(toy_definition, workload, sets, cfg)
+        assert sorted(refs) == [0, 1, 2] and latency == 1.5
+        for k, out in refs.items():  # each set's outputs come from a call on that set
+            assert torch.equal(out[0], (k + 1.0) * x + x)
+    timed = 3  # min(sets, timed_calls): the toy definition has no eval.toml (10 calls)
+    assert shapes == [(1, timed), (0, timed)]
+    assert calls == [1.0, 1.0, 2.0, 3.0, 1.0, 2.0, 3.0]
