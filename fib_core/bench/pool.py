@@ -45,6 +45,9 @@ from fib_core.data.trace import EvaluationStatus
 
 TAIL_LINES = 30
 STARTUP_TIMEOUT_S = 180.0
+# A folder: workers and the judge run under cProfile and leave their stats there when they
+# exit (benchmarks/bench_turnaround.py --profile-workers). For measuring the harness only.
+PROFILE_VAR = "FIB_PROFILE_WORKERS"
 
 
 class WorkerDied(Exception):
@@ -80,8 +83,10 @@ class WorkerHandle:
     # --- lifecycle -------------------------------------------------------------------------
 
     def start(self, timeout: float = STARTUP_TIMEOUT_S) -> None:
-        """Launch the process and wait until it is ready (or raise WorkerDied)."""
-        self.launch()
+        """Launch the process (unless it was launched early) and wait until it is ready (or
+        raise WorkerDied)."""
+        if self.proc is None:
+            self.launch()
         self.wait_ready(timeout)
 
     def launch(self) -> None:
@@ -98,6 +103,10 @@ class WorkerHandle:
             env["TRITON_INTERPRET"] = "1"
         args = [sys.executable, "-m", "fib_core.bench.worker", "--fd", str(child.fileno()),
                 "--device", self.requested_device, "--role", self.role]
+        profile_dir = os.environ.get(PROFILE_VAR)
+        if profile_dir:  # measuring the harness: each process's cProfile stats, on exit
+            out = Path(profile_dir) / f"{self.role}-{self.token[:8]}.prof"
+            args[1:1] = ["-m", "cProfile", "-o", str(out)]
         for path in self.readonly:
             args += ["--readonly", path]
         for path in self.hidden:
@@ -307,10 +316,19 @@ class JudgeHandle(WorkerHandle):
 
     def __init__(self, device: str, log_dir: Path) -> None:
         super().__init__(device, log_dir, name="judge", role="judge")
+        self._task_sent = -1  # the task the judge holds: later messages name it by None
 
-    def _ask(self, message: tuple, deadline: float, what: str) -> dict:
+    def _task_once(self, task: EvalTask) -> EvalTask | None:
+        """The task the first time the judge hears of it, None after (a task carries the whole
+        definition and solution: pickling it for every check cost milliseconds each)."""
+        if self._task_sent == task.task_id:
+            return None
+        self._task_sent = task.task_id
+        return task
+
+    def _ask(self, message: tuple, deadline: float, what: str, blob: Any = b"") -> dict:
         try:
-            send_object(self.conn, message)
+            send_object(self.conn, message, blob)
             header, _ = self._receive(deadline)
         except _Timeout:
             self.kill()
@@ -328,9 +346,8 @@ class JudgeHandle(WorkerHandle):
         return header
 
     def check(self, task: EvalTask, request: dict, blob: bytes, deadline: float) -> dict:
-        header = self._ask(("check", task, request["set"], request["sets"], request["outputs"],
-                            blob), deadline,
-                           "checking outputs")
+        header = self._ask(("check", self._task_once(task), request["set"], request["sets"],
+                            request["outputs"]), deadline, "checking outputs", blob)
         status = header.get("status")
         if header["type"] != "verdict" or status not in STATUSES:
             raise JudgeFailed(EvaluationStatus.RUNTIME_ERROR, "the judge answered an unexpected message")
@@ -341,7 +358,8 @@ class JudgeHandle(WorkerHandle):
                 if isinstance(header.get("correctness"), dict) else None}
 
     def latency(self, task: EvalTask, n_sets: int, deadline: float) -> dict:
-        header = self._ask(("latency", task, n_sets), deadline, "timing the reference")
+        header = self._ask(("latency", self._task_once(task), n_sets), deadline,
+                           "timing the reference")
         if header["type"] != "latency":
             raise JudgeFailed(EvaluationStatus.RUNTIME_ERROR, "the judge answered an unexpected message")
         try:
@@ -350,6 +368,7 @@ class JudgeHandle(WorkerHandle):
             raise JudgeFailed(EvaluationStatus.RUNTIME_ERROR, str(err)) from None
 
     def forget(self) -> None:
+        self._task_sent = -1
         if self.conn is not None and self.alive:
             try:
                 send_object(self.conn, ("forget",))
@@ -371,3 +390,75 @@ def _with_tail(reason: str, tail: str) -> str:
 def default_log_dir() -> Path:
     """A private folder for worker logs (kept until the Benchmark closes)."""
     return Path(tempfile.mkdtemp(prefix="fib-bench-logs-"))
+
+
+# --- early start ---------------------------------------------------------------------------------
+
+_EARLY: list[WorkerHandle] = []
+_EARLY_DIRS: list[Path] = []
+
+
+def launch_early(device: str, dataset_root: str | Path | None) -> None:
+    """Start the judge and the first worker now, for the Benchmark that will run next.
+
+    A launcher calls this before it imports torch, loads its dataset and packs the solution:
+    the two processes boot (interpreter, torch, libraries: seconds on a GPU machine) side by
+    side with that work instead of after it. A Benchmark adopts them when they match what it
+    would start itself (role, device, sandbox paths, checking mode; see :func:`take_early`);
+    whatever is not adopted is killed at exit (or by :func:`discard_early`). Neither process
+    touches the GPU before its first task, and a worker adopted here has served nothing: an
+    isolated run's first workload gets a fresh process as always.
+
+    Example: ``launch_early("auto", "/path/to/dataset")`` at the top of a launcher's main.
+    """
+    from fib_core.bench.containment import worker_paths
+
+    if _EARLY:
+        return
+    readonly, hidden = worker_paths(dataset_root)
+    log_dir = default_log_dir()
+    _EARLY_DIRS.append(log_dir)
+    trusted = os.environ.get("FIB_TRUSTED_CHECKS") == "1"
+    handles = [WorkerHandle(device, log_dir, readonly=readonly, hidden=hidden, trusted=trusted)]
+    if not trusted:
+        handles.append(JudgeHandle(device, log_dir))
+    for handle in handles:
+        try:
+            handle.launch()
+        except OSError:  # could not even spawn: the Benchmark will start its own and say why
+            continue
+        _EARLY.append(handle)
+    if len(_EARLY_DIRS) == 1:
+        import atexit
+
+        atexit.register(discard_early, True)
+
+
+def take_early(role: str, device: str, readonly: Sequence[str] = (),
+               hidden: Sequence[str] = (), trusted: bool = False) -> WorkerHandle | None:
+    """The early-launched process of ``role`` if it fits a Benchmark on ``device`` with these
+    sandbox paths and checking mode (it is then the caller's), else None. A process launched
+    with device "auto" fits either kind: it resolves "auto" as the launcher did."""
+    for handle in _EARLY:
+        fits = (
+            handle.role == role
+            and handle.requested_device in (device, "auto")
+            and handle.readonly == list(readonly)
+            and handle.hidden == list(hidden)
+            and handle.trusted == trusted
+            and handle.alive
+        )
+        if fits:
+            _EARLY.remove(handle)
+            return handle
+    return None
+
+
+def discard_early(remove_logs: bool = False) -> None:
+    """Kill every early-launched process no Benchmark adopted. ``remove_logs`` (at exit, when
+    the adopted ones are stopped too) also removes their log folder."""
+    while _EARLY:
+        _EARLY.pop().kill()
+    if remove_logs:
+        for folder in _EARLY_DIRS:
+            shutil.rmtree(folder, ignore_errors=True)

@@ -11,8 +11,14 @@ into a dict. Anything else raises :class:`WireError`, which the caller turns int
 RUNTIME_ERROR of the solution that was running. Tensors travel as raw bytes described in the
 header (dtype name from an allow-list, shape, byte count), never as Python objects.
 
-The parent's own messages to a child go the other way with pickle in the same framing: a child
-trusts its parent, never the reverse.
+The parent's own messages to a child go the other way with pickle in the same framing (the
+pickled part's length in the first field, an optional raw blob after it): a child trusts its
+parent, never the reverse.
+
+Output tensors are tens of megabytes (a GDN state at batch 64 is 33 MB) and cross two sockets
+per check, so no side copies them more than it must: the worker sends each tensor's host copy
+as it is (no concatenation), readers receive into one preallocated buffer, and the judge builds
+its tensors as views of that buffer before moving them to its device.
 """
 
 from __future__ import annotations
@@ -48,36 +54,64 @@ class ChildGone(Exception):
 # --- writing (both sides) ---------------------------------------------------------------------
 
 
-def send_frame(sock: socket.socket, header: dict, blob: bytes | memoryview = b"") -> None:
-    """One frame: ``header`` as JSON (strict: no NaN) and an optional raw blob."""
+Blob = bytes | bytearray | memoryview
+
+
+def _size(blob: Blob | Sequence[Blob]) -> int:
+    if isinstance(blob, (bytes, bytearray, memoryview)):
+        return memoryview(blob).nbytes
+    return sum(memoryview(part).nbytes for part in blob)
+
+
+def _send_blob(sock: socket.socket, blob: Blob | Sequence[Blob]) -> None:
+    parts = [blob] if isinstance(blob, (bytes, bytearray, memoryview)) else blob
+    for part in parts:
+        if memoryview(part).nbytes:
+            sock.sendall(part)
+
+
+def send_frame(
+    sock: socket.socket, header: dict, blob: Blob | Sequence[Blob] = b""
+) -> None:
+    """One frame: ``header`` as JSON (strict: no NaN) and an optional raw blob, given whole or
+    as parts sent one after the other (never joined into one copy)."""
     text = json.dumps(header, allow_nan=False, separators=(",", ":")).encode()
-    sock.sendall(_PREFIX.pack(MAGIC, len(text), len(blob)) + text)
-    if len(blob):
-        sock.sendall(blob)
+    sock.sendall(_PREFIX.pack(MAGIC, len(text), _size(blob)) + text)
+    _send_blob(sock, blob)
 
 
-def send_object(sock: socket.socket, obj: Any) -> None:
-    """Parent -> child only: a pickled object in a frame (the child trusts its parent)."""
+def send_object(sock: socket.socket, obj: Any, blob: Blob | Sequence[Blob] = b"") -> None:
+    """Parent -> child only: a pickled object in a frame (the child trusts its parent), and
+    an optional raw blob after it (outputs relayed to the judge: not pickled, not copied)."""
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    sock.sendall(_PREFIX.pack(MAGIC, 0, len(data)) + data)
+    sock.sendall(_PREFIX.pack(MAGIC, len(data), _size(blob)) + data)
+    _send_blob(sock, blob)
 
 
 def recv_object(sock: socket.socket) -> Any:
-    """Child side of :func:`send_object` (blocking)."""
-    magic, _n, size = _PREFIX.unpack(_recv_exact(sock, _PREFIX.size))
+    """Child side of :func:`send_object` (blocking); a blob, if any, is dropped."""
+    return recv_message(sock)[0]
+
+
+def recv_message(sock: socket.socket) -> tuple[Any, bytearray]:
+    """Child side of :func:`send_object`: (object, blob), blob empty when none was sent."""
+    magic, n, size = _PREFIX.unpack(_recv_exact(sock, _PREFIX.size))
     if magic != MAGIC:
         raise WireError("bad frame from the parent")
-    return pickle.loads(_recv_exact(sock, size))
+    obj = pickle.loads(_recv_exact(sock, n))
+    return obj, _recv_exact(sock, size) if size else bytearray()
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(min(n - len(buf), 1 << 20))
-        if not chunk:
+def _recv_exact(sock: socket.socket, n: int) -> bytearray:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        count = sock.recv_into(view[got:], min(n - got, 1 << 22))
+        if not count:
             raise ChildGone("connection closed")
-        buf += chunk
-    return bytes(buf)
+        got += count
+    return buf
 
 
 # --- reading what a child sent (parent side, hostile input) ----------------------------------
@@ -85,7 +119,7 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 
 def read_frame(
     sock: socket.socket, deadline: float, *, max_blob: int = 0, alive: Any = None
-) -> tuple[dict, bytes] | None:
+) -> tuple[dict, bytearray] | None:
     """The next frame as (header dict, blob), or None at ``deadline`` with nothing started.
 
     A frame that has started must finish before the deadline too (else WireError: a child
@@ -103,7 +137,7 @@ def read_frame(
     if blob_len > max_blob:
         raise WireError(f"message payload of {blob_len} bytes exceeds the {max_blob} allowed")
     raw = _read_exact(sock, header_len, deadline)
-    blob = _read_exact(sock, blob_len, deadline) if blob_len else b""
+    blob = _read_exact(sock, blob_len, deadline) if blob_len else bytearray()
     try:
         header = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
     except (UnicodeDecodeError, ValueError) as err:
@@ -133,7 +167,7 @@ def _wait_readable(sock: socket.socket, deadline: float, alive: Any) -> bool:
             raise ChildGone("the process ended")
 
 
-def _read_exact(sock: socket.socket, n: int, deadline: float) -> bytes:
+def _read_exact(sock: socket.socket, n: int, deadline: float) -> bytearray:
     buf = bytearray(n)
     view = memoryview(buf)
     got = 0
@@ -150,32 +184,35 @@ def _read_exact(sock: socket.socket, n: int, deadline: float) -> bytes:
                 raise ChildGone("connection closed")
             raise WireError(f"incomplete message ({got} of {n} bytes, then the end)")
         got += count
-    return bytes(buf)
+    return buf
 
 
 # --- tensors as bytes --------------------------------------------------------------------------
 
 
-def encode_values(values: Sequence[Any]) -> tuple[list[dict], bytes]:
-    """Outputs as (descriptions, one blob): tensors by dtype/shape/bytes, numbers by value.
+def encode_values(values: Sequence[Any]) -> tuple[list[dict], list[memoryview]]:
+    """Outputs as (descriptions, blob parts): tensors by dtype/shape/bytes (each part one
+    tensor's host copy, for :func:`send_frame`), numbers by value.
 
     Raises TypeError for anything else (the caller reports it as the solution's failure).
     """
     import torch
 
     specs: list[dict] = []
-    chunks: list[bytes] = []
+    chunks: list[memoryview] = []
     for value in values:
         if isinstance(value, torch.Tensor):
             name = str(value.dtype).removeprefix("torch.")
             if name not in ITEMSIZE:
                 raise TypeError(f"an output of dtype {value.dtype} cannot be checked")
             flat = value.detach().contiguous().reshape(-1)
-            data = flat.view(torch.uint8).cpu().numpy().tobytes() if flat.numel() else b""
+            data = memoryview(flat.view(torch.uint8).cpu().numpy()) if flat.numel() else None
+            nbytes = data.nbytes if data is not None else 0
             specs.append(
-                {"kind": "tensor", "dtype": name, "shape": list(value.shape), "nbytes": len(data)}
+                {"kind": "tensor", "dtype": name, "shape": list(value.shape), "nbytes": nbytes}
             )
-            chunks.append(data)
+            if data is not None:
+                chunks.append(data)
         elif isinstance(value, bool) or value is None:
             specs.append({"kind": "value", "value": value})
         elif isinstance(value, (int, float)):
@@ -186,7 +223,7 @@ def encode_values(values: Sequence[Any]) -> tuple[list[dict], bytes]:
                 specs.append({"kind": "value", "value": number})
         else:
             raise TypeError(f"an output of type {type(value).__name__} cannot be checked")
-    return specs, b"".join(chunks)
+    return specs, chunks
 
 
 def validate_values(specs: Any, blob_len: int, max_items: int) -> list[dict]:
@@ -223,17 +260,22 @@ def validate_values(specs: Any, blob_len: int, max_items: int) -> list[dict]:
     return specs
 
 
-def decode_values(specs: list[dict], blob: bytes, device: str) -> list[Any]:
-    """Inverse of :func:`encode_values` (specs already validated): fresh tensors on ``device``."""
+def decode_values(specs: list[dict], blob: Blob, device: str) -> list[Any]:
+    """Inverse of :func:`encode_values` (specs already validated): fresh tensors on ``device``.
+
+    On a GPU the tensors are copies (the host buffer is only read); on the CPU they are views
+    of ``blob`` (a bytes blob is copied once into a writable buffer first)."""
     import torch
 
+    if not isinstance(blob, bytearray):
+        blob = bytearray(blob)
     values: list[Any] = []
     offset = 0
     for spec in specs:
         if spec["kind"] == "tensor":
             n = spec["nbytes"]
             raw = (
-                torch.frombuffer(bytearray(blob[offset : offset + n]), dtype=torch.uint8)
+                torch.frombuffer(blob, dtype=torch.uint8, count=n, offset=offset)
                 if n
                 else torch.empty(0, dtype=torch.uint8)
             )

@@ -226,7 +226,7 @@ def serve_judge(sock: Any, requested_device: str) -> int:
     """The judge's loop: checks and reference latencies for the parent, nothing else."""
     from dataclasses import asdict
 
-    from fib_core.bench.wire import ChildGone, recv_object, send_frame
+    from fib_core.bench.wire import ChildGone, recv_message, send_frame
 
     device = resolve_device(requested_device)
     if not device.startswith("cuda"):
@@ -239,9 +239,10 @@ def serve_judge(sock: Any, requested_device: str) -> int:
     send_frame(sock, {"type": "ready", "device": device, "env": asdict(env), "warnings": []})
     judge = JudgeServer(Evaluator(device, env))
     plugins: set[str] = set()
+    task = None  # sent once per task; later messages carry None
     while True:
         try:
-            message = recv_object(sock)
+            message, blob = recv_message(sock)
         except (ChildGone, EOFError, OSError):
             return 0
         kind = message[0]
@@ -249,12 +250,15 @@ def serve_judge(sock: Any, requested_device: str) -> int:
             return 0
         if kind == "forget":
             judge.forget()
+            task = None
             continue
-        task = message[1]
+        task = message[1] if message[1] is not None else task
         try:
+            if task is None:
+                raise RuntimeError(f"a {kind!r} request before its task")
             _register_plugins(task.config.generator_modules, plugins)
             if kind == "check":
-                reply = {"type": "verdict", **judge.check(task, *message[2:6])}
+                reply = {"type": "verdict", **judge.check(task, *message[2:5], blob)}
             else:
                 reply = {"type": "latency", **judge.reference_latency(task, message[2])}
         except Exception:

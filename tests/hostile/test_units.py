@@ -35,12 +35,28 @@ def pair():
 def test_a_frame_round_trips_with_its_tensors(pair):
     a, b = pair
     outs = [torch.randn(3, 5).to(torch.bfloat16), 2.5, float("nan"), torch.arange(4)]
-    specs, blob = encode_values(outs)
-    send_frame(a, {"type": "check", "outputs": specs}, blob)
-    header, got_blob = read_frame(b, time.monotonic() + 5, max_blob=len(blob))
+    specs, parts = encode_values(outs)
+    assert len(parts) == 2  # one host copy per tensor, sent as is (never joined)
+    total = sum(p.nbytes for p in parts)
+    send_frame(a, {"type": "check", "outputs": specs}, parts)
+    header, got_blob = read_frame(b, time.monotonic() + 5, max_blob=total)
+    assert len(got_blob) == total == 3 * 5 * 2 + 4 * 8
     back = decode_values(validate_values(header["outputs"], len(got_blob), 4), got_blob, "cpu")
     assert torch.equal(back[0], outs[0]) and back[0].dtype == torch.bfloat16
     assert back[1] == 2.5 and back[2] != back[2] and torch.equal(back[3], outs[3])
+
+
+def test_a_parent_message_carries_its_blob_outside_the_pickle(pair):
+    """The parent relays a worker's outputs to the judge as raw bytes after the pickled
+    request: the child gets (object, blob), and a message without one an empty blob."""
+    from fib_core.bench.wire import recv_message, send_object
+
+    a, b = pair
+    payload = [memoryview(b"abc"), memoryview(bytearray(b"defg"))]
+    send_object(a, ("check", None, 3), payload)
+    send_object(a, ("forget",))
+    assert recv_message(b) == (("check", None, 3), bytearray(b"abcdefg"))
+    assert recv_message(b) == (("forget",), bytearray())
 
 
 @pytest.mark.parametrize(
