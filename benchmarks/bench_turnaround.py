@@ -60,6 +60,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="CPU, the reference as the solution, one workload: seconds",
     )
+    p.add_argument(
+        "--cache",
+        type=Path,
+        help="keep the cache in this folder (default: a fresh temporary one, removed after)",
+    )
+    p.add_argument(
+        "--warm-only",
+        action="store_true",
+        help="with --cache already filled by an earlier run: skip the first (cold) run",
+    )
+    p.add_argument(
+        "--profile-workers",
+        type=Path,
+        metavar="DIR",
+        help="run the warm run's worker and judge under cProfile (stats in DIR) and print "
+        "where their time went",
+    )
     p.add_argument("--json", type=Path, help="write the figures here")
     return p.parse_args(argv)
 
@@ -118,19 +135,33 @@ def _progress(label: str, started: float):
 def _run(cfg: Any, opts: Any, gpus: str | None, cache: Path, extra: dict | None,
          label: str = "run") -> dict:
     """One run through the run_local flow with FIB_CACHE_DIR=cache; wall time and traces."""
+    from fib_core.bench.pool import launch_early
     from fib_core.project.pack import pack_solution
     from fib_core.project.runflow import execute_on_gpus, make_request, merge_shards
+    from fib_core.project.workspace import resolve_dataset
 
     os.environ["FIB_CACHE_DIR"] = str(cache)
+    started = time.perf_counter()
+    dataset = resolve_dataset()[0]
+    launch_early(opts.flags.get("device") or "auto", dataset)  # as run_local does
     request = make_request(cfg, pack_solution(cfg), opts)
+    request.dataset_path = str(dataset)
     if extra:
         request.engine["extra"] = dict(extra)
-    started = time.perf_counter()
     shards = execute_on_gpus(request, gpus, on_event=_progress(label, started))
     wall = time.perf_counter() - started
     print(f"  [{label}] {cfg.solution.definition}: {wall:.1f} s", flush=True)
     traces, _ = merge_shards(shards)
     return {"wall_s": wall, "traces": traces, "breakdown": harness_breakdown(traces)}
+
+
+def _print_profiles(folder: Path, top: int = 25) -> None:
+    """The heaviest functions (cumulative time) of each profiled worker and judge."""
+    import pstats
+
+    for path in sorted(folder.glob("*.prof")):
+        print(f"\n  -- {path.name} (cumulative seconds, top {top})")
+        pstats.Stats(str(path)).sort_stats("cumulative").print_stats(top)
 
 
 def _verdicts(traces: list) -> list[tuple[str, str, float | None, dict]]:
@@ -180,9 +211,22 @@ def bench_definition(definition: str, args: argparse.Namespace, scratch: Path) -
     workloads = args.workloads
     flags = {"workloads": tuple(workloads)} if workloads else {}
     opts = RunOptions(flags={**flags, "device": "cpu"} if args.quick else flags)
-    cache = scratch / f"cache-{definition[:24]}"
-    cold = _run(cfg, opts, args.gpus, cache, None, "cold")
-    warm = _run(cfg, opts, args.gpus, cache, None, "warm")
+    cache = (args.cache or scratch) / f"cache-{definition[:24]}"
+    if args.warm_only:
+        cold = {"wall_s": float("nan"), "traces": [], "breakdown": {}}
+    else:
+        cold = _run(cfg, opts, args.gpus, cache, None, "cold")
+    if args.profile_workers is not None:
+        from fib_core.bench.pool import PROFILE_VAR
+
+        args.profile_workers.mkdir(parents=True, exist_ok=True)
+        os.environ[PROFILE_VAR] = str(args.profile_workers)
+    try:
+        warm = _run(cfg, opts, args.gpus, cache, None, "warm")
+    finally:
+        os.environ.pop("FIB_PROFILE_WORKERS", None)
+    if args.profile_workers is not None:
+        _print_profiles(args.profile_workers)
     gpu_s = warm["breakdown"]["gpu_solution_s"]
     passed = sum(
         1 for t in warm["traces"] if t.evaluation and t.evaluation.status.value == "PASSED"
@@ -210,7 +254,8 @@ def bench_definition(definition: str, args: argparse.Namespace, scratch: Path) -
         f"  GPU in timed calls      {gpu_s:8.2f} s   harness share "
         f"{100 * (result['harness_share'] or 0):.1f} %"
     )
-    print("  cold " + format_breakdown(cold["breakdown"], cold["wall_s"]).replace("\n", "\n  "))
+    if cold["traces"]:
+        print("  cold " + format_breakdown(cold["breakdown"], cold["wall_s"]).replace("\n", "\n  "))
     print("  warm " + format_breakdown(warm["breakdown"], warm["wall_s"]).replace("\n", "\n  "))
     if args.compare_timing:
         old = _run(cfg, opts, args.gpus, cache, {"profiler_one_session": False}, "old-timing")
@@ -235,6 +280,9 @@ def main(argv: list[str] | None = None) -> int:
     from fib_core.dataset.embedded import definition_files
 
     names = sorted(definition_files())
+    if args.warm_only and args.cache is None:
+        print("error: --warm-only needs --cache (the folder an earlier run filled)", file=sys.stderr)
+        return 2
     if args.quick:
         defs = args.defs or [QUICK_DEF]
         if args.workloads is None:

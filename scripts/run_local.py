@@ -27,6 +27,7 @@ Exit status: 0 when every workload passed, 1 when any failed, 2 for a usage erro
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -36,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the vendored fib
 
 from fib_core.bench.settings import LOCAL, flags_given  # noqa: E402
 from fib_core.bench.settings import add_flags as add_setting_flags  # noqa: E402
+from fib_core.errors import FibError  # noqa: E402
 from fib_core.project.debug_tools import add_flags as add_debug_flags  # noqa: E402
 from fib_core.project.debug_tools import dump_after_run, one_workload_mode  # noqa: E402
 from fib_core.project.entry import display_path, run_script  # noqa: E402
@@ -136,12 +138,36 @@ def split_compare(value: str | None) -> tuple[Path | None, str | None]:
     return None, value
 
 
+def start_processes_early(opts: RunOptions) -> None:
+    """Boot the judge and the first worker now: they import torch side by side with this
+    process (which imports it next), loads the dataset and packs, instead of after it. Not for
+    the one-workload debugging flags, which run no benchmark."""
+    from fib_core.bench.pool import launch_early
+    from fib_core.project.debug_tools import requested_one_workload
+    from fib_core.project.workspace import resolve_dataset
+
+    try:
+        if opts.debug is not None and requested_one_workload(opts.debug) is not None:
+            return
+        dataset, _ = resolve_dataset()
+    except FibError:
+        return  # the run itself reports the problem, in one line
+    launch_early(opts.flags.get("device") or "auto", dataset)
+
+
 def main() -> int:
     from rich.console import Console
 
     config_path, opts, definitions = parse_args()
     check_compare_file(opts)
+    start_processes_early(opts)
     console = Console()
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        console.print(
+            "note: PYTHONDONTWRITEBYTECODE is set, so each worker process compiles torch's "
+            "Python sources again (about 5 s more per process on a GPU machine, once per "
+            "workload in --contest runs); unset it to keep the compiled bytecode"
+        )
     device = resolve_device(opts.flags.get("device"))  # once for the whole run
     if definitions == [None]:
         return run_definition(config_path, None, opts, device, console)

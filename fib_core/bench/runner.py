@@ -23,7 +23,13 @@ from fib_core.bench.events import (
     WorkloadStarted,
     emit,
 )
-from fib_core.bench.pool import JudgeHandle, WorkerDied, WorkerHandle, default_log_dir
+from fib_core.bench.pool import (
+    JudgeHandle,
+    WorkerDied,
+    WorkerHandle,
+    default_log_dir,
+    take_early,
+)
 from fib_core.bench.protocol import EvalResult, EvalTask
 from fib_core.bench.run_lock import ResumeLock, merge_stored_traces
 
@@ -206,8 +212,12 @@ class Benchmark:
         if worker is None:
             if spare is not None:
                 spare.kill()
-            worker = self._new_worker()
+            worker = self._new_worker(early=self._workers_started == 0)
             worker.start(timeout=max(120.0, self.config.timeout_seconds))
+            if not self._on_my_device(worker):  # an early one that resolved "auto" otherwise
+                worker.kill()
+                worker = self._new_worker()
+                worker.start(timeout=max(120.0, self.config.timeout_seconds))
         self._workers_started += 1
         self._worker = worker
         self._worker_solution = solution_hash
@@ -217,12 +227,16 @@ class Benchmark:
                 emit(callback, Log(f"sandbox: {note}", "warning"))
         return worker
 
-    def _new_worker(self) -> WorkerHandle:
+    def _new_worker(self, early: bool = False) -> WorkerHandle:
+        """A worker for this run; with ``early``, the one a launcher started ahead of the run
+        (:func:`fib_core.bench.pool.launch_early`) when it fits."""
         from fib_core.bench.containment import worker_paths
 
         readonly, hidden = worker_paths(self.trace_set.root)
-        return WorkerHandle(self.config.device, self._log_dir, readonly=readonly, hidden=hidden,
-                            trusted=_trusted_checks())
+        adopted = take_early("worker", self.config.device, readonly, hidden,
+                             _trusted_checks()) if early else None
+        return adopted or WorkerHandle(self.config.device, self._log_dir, readonly=readonly,
+                                       hidden=hidden, trusted=_trusted_checks())
 
     def _launch_spare(self, solution_hash: str) -> None:
         """Isolated runs: boot the next workload's fresh worker while this one runs.
@@ -244,6 +258,10 @@ class Benchmark:
             spare.kill()
         self._spare = None
 
+    def _on_my_device(self, handle: WorkerHandle) -> bool:
+        """Whether a started process runs on this run's kind of device."""
+        return (handle.device or "").split(":")[0] == self._device_kind()
+
     def _audit(self, solution: Any) -> list[str]:
         """Static audit findings of a solution's sources (computed once per solution)."""
         from fib_core.project.audit import audit_solution
@@ -253,14 +271,16 @@ class Benchmark:
             self._audits[key] = [str(f) for f in audit_solution(solution)]
         return self._audits[key]
 
-    def _acquire_judge(self) -> JudgeHandle:
+    def _acquire_judge(self, early: bool = True) -> JudgeHandle:
         """The judge process (kit code only; started once, replaced if it fails)."""
         if self._judge is not None and self._judge.alive:
             return self._judge
         if self._judge is not None:
             self._judge.kill()
-        judge = JudgeHandle(self.config.device, self._log_dir)
-        judge.launch()  # it boots while the worker starts; wait_ready before its first use
+        judge = take_early("judge", self.config.device) if early else None
+        if judge is None:
+            judge = JudgeHandle(self.config.device, self._log_dir)
+            judge.launch()  # it boots while the worker starts; wait_ready before its first use
         self._judge = judge
         self._judge_booting = True
         return judge
@@ -277,6 +297,12 @@ class Benchmark:
             if judge is not None and getattr(self, "_judge_booting", False):
                 self._judge_booting = False
                 judge.wait_ready(timeout=max(120.0, self.config.timeout_seconds))
+                if not self._on_my_device(judge):
+                    judge.kill()
+                    self._judge = None
+                    judge = self._acquire_judge(early=False)
+                    self._judge_booting = False
+                    judge.wait_ready(timeout=max(120.0, self.config.timeout_seconds))
         except WorkerDied as err:
             raise FibError(str(err).splitlines()[0] + f" (worker log: {self._log_dir})") from None
         if self.config.isolated and more:

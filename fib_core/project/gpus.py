@@ -109,7 +109,10 @@ def plan_shards(
 def _child(request: Any, device_id: str, channel: Any, target: Callable | None) -> None:
     """Child process: this GPU only, then the usual shard execution; events go to the parent."""
     os.environ["CUDA_VISIBLE_DEVICES"] = device_id
-    if target is None:
+    if target is None:  # the real run: its judge and worker boot while this process imports
+        from fib_core.bench.pool import launch_early
+
+        launch_early(request.device or "auto", request.dataset_path)
         from fib_core.project.runflow import execute as target
 
     try:
@@ -121,6 +124,10 @@ def _child(request: Any, device_id: str, channel: Any, target: Callable | None) 
         import traceback
 
         channel.put(("bug", f"GPU {device_id}:\n{traceback.format_exc()}"))
+    finally:  # a multiprocessing child runs no atexit hooks
+        from fib_core.bench.pool import discard_early
+
+        discard_early(remove_logs=True)
 
 
 def run_on_gpus(

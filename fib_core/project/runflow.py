@@ -300,6 +300,9 @@ def execute_on_gpus(
     ids = gpu_plan.physical_ids(chosen)
     if len(chosen) == 1 and gpus is None:
         return [execute(request, on_event=on_event, trace_set=trace_set)]
+    from fib_core.bench.pool import discard_early
+
+    discard_early()  # each GPU's process starts its own; none started here is used
     _, trace_set = _dataset(request, trace_set)
     selection = select_for(request, trace_set, "cuda")
     costs = gpu_plan.workload_costs(request.definition, [t.workload.axes for t in selection])
