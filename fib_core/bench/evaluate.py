@@ -294,8 +294,8 @@ class Evaluator:
 
     def _references(self, definition, workload, sets: list, cfg: BenchmarkConfig):
         """Reference outputs of the checked sets and the re-check pool (disk-cached), and the
-        reference latency from the calls that computed them, timed with the solution's method
-        as the organizers time both sides (cached per GPU and method)."""
+        reference latency from the calls that computed them, timed as the solution's quantity
+        (:func:`fib_core.bench.timing.reference_method`; cached per GPU and method)."""
         from fib_core.bench.eval_settings import eval_settings
         from fib_core.bench.reference import fast_reference_for, reference_key, reference_result
         from fib_core.bench.reference_sets import (
@@ -373,16 +373,27 @@ class Evaluator:
         def fast(k: int) -> list:
             return reference_result(definition, fast_fn(*clone_args(sets[k])), "the fast reference")
 
-        run = run_references(
-            checked_indices(len(sets), cfg.num_input_sets, cfg.num_trials),
-            load=lambda k: self.ref_cache.load_outputs(definition, key(k), self.device),
-            store=lambda k, out: self.ref_cache.store_outputs(definition, key(k), out),
-            measure_exact=measure_exact,
-            exact=exact,
-            fast=fast if fast_fn is not None else None,
-            timed_calls=timed_calls,
-            need_latency=cfg.profile_baseline and cached_latency is None,
-        )
+        indices = checked_indices(len(sets), cfg.num_input_sets, cfg.num_trials)
+        need_latency = cfg.profile_baseline and cached_latency is None
+        prefetch = getattr(self.ref_cache, "prefetch_outputs", None)
+        if prefetch is not None:  # the signed cache verifies a workload's files side by side
+            loaded = indices[timed_calls:] if need_latency else indices  # timed ones: computed
+            prefetch(definition, [key(k) for k in loaded])
+        try:
+            run = run_references(
+                indices,
+                load=lambda k: self.ref_cache.load_outputs(definition, key(k), self.device),
+                store=lambda k, out: self.ref_cache.store_outputs(definition, key(k), out),
+                measure_exact=measure_exact,
+                exact=exact,
+                fast=fast if fast_fn is not None else None,
+                timed_calls=timed_calls,
+                need_latency=need_latency,
+            )
+        finally:  # a prefetch never outlives its workload (nor serves bytes gone stale)
+            forget = getattr(self.ref_cache, "forget_prefetched", None)
+            if forget is not None:
+                forget()
         latency = None
         if cached_latency is not None:
             latency = (

@@ -117,3 +117,45 @@ def test_only_a_processs_first_reference_call_is_an_untimed_warm_up(
     timed = 3  # min(sets, timed_calls): the toy definition has no eval.toml (10 calls)
     assert shapes == [(1, timed), (0, timed)]
     assert calls == [1.0, 1.0, 2.0, 3.0, 1.0, 2.0, 3.0]
+
+
+def test_the_signed_cache_prefetch_ends_with_its_workload(
+    monkeypatch, timed_methods, tmp_path, toy_definition, toy_workloads
+):
+    """Outputs on disk but no latency (another GPU, a new timing version): the timed sets are
+    computed again, so they are not prefetched, and nothing prefetched outlives the workload
+    (a judge serves a whole run: leftovers would pile up and could serve stale bytes)."""
+    from types import SimpleNamespace
+
+    from fib_core.bench import eval_settings
+    from fib_core.bench.integrity import SignedReferenceCache, ensure_key
+
+    monkeypatch.setattr(
+        eval_settings, "eval_settings", lambda name: SimpleNamespace(reference_timed_calls=2)
+    )
+    ev = Evaluator("cpu", EnvironmentInfo(device_kind="cuda", hardware="Fake GPU A"))
+    ev.kind = "cuda"
+    ev._get_flusher = lambda: None  # type: ignore[method-assign]
+    ev.ref_cache = SignedReferenceCache(ensure_key(tmp_path), tmp_path)
+    seen: list[list[str]] = []
+    prefetch = ev.ref_cache.prefetch_outputs
+
+    def spy(definition, keys):
+        seen.append(list(keys))
+        prefetch(definition, keys)
+
+    ev.ref_cache.prefetch_outputs = spy  # type: ignore[method-assign]
+    x = torch.zeros(4)
+    sets = [[x, x, float(k)] for k in range(5)]
+    cfg = BenchmarkConfig(num_input_sets=3, num_trials=1)
+    ev._references(toy_definition, toy_workloads[0], sets, cfg)  # computes and stores all
+    ev.env = EnvironmentInfo(device_kind="cuda", hardware="Fake GPU B")  # latency not cached
+    refs, (latency, _) = ev._references(toy_definition, toy_workloads[0], sets, cfg)
+    assert sorted(refs) == [0, 1, 2, 3, 4] and latency == 1.5
+    assert [len(keys) for keys in seen] == [3, 3]  # the untimed sets only (2 are timed)
+    assert ev.ref_cache._prefetched == {}
+    for k, out in refs.items():
+        assert torch.equal(out[0], float(k) * x + x)
+    ev.env = EnvironmentInfo(device_kind="cuda", hardware="Fake GPU B")
+    ev._references(toy_definition, toy_workloads[0], sets, cfg)  # all cached: all prefetched
+    assert len(seen[-1]) == 5 and ev.ref_cache._prefetched == {}

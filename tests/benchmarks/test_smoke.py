@@ -32,6 +32,7 @@ SCRIPTS: dict[str, tuple[list[str], bool, str]] = {
     "bench_traceset_load.py": ([], True, "TraceSet.from_path over 1 runs"),
     "bench_timing.py": ([], True, "PASSED"),
     "bench_references.py": (["--out", "{tmp}"], True, "1 timed"),
+    "bench_reference_cache.py": ([], True, "prefetched"),
     "bench_reference_timing.py": ([], False, "needs a CUDA GPU"),
     "bench_dsa.py": ([], False, "needs a CUDA GPU"),
     "bench_gdn.py": ([], False, "needs a CUDA GPU"),
