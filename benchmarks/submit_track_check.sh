@@ -21,7 +21,7 @@ if [ "${REUSE:-0}" != 1 ] || [ ! -d "$FORK/.git" ]; then
     done
     find "$FORK" -name __pycache__ -prune -exec rm -rf {} +
     cd "$FORK"
-    PYTHONPATH="$FORK" python3 scripts/switch_track.py gdn_prefill_qk4_v8_d128_k_last --add
+    PYTHONPATH="$FORK${PYTHONPATH:+:$PYTHONPATH}" python3 scripts/switch_track.py gdn_prefill_qk4_v8_d128_k_last --add
     git init -q
     git config user.name "Kit Check"
     git config user.email "kit-check@example.com"
@@ -29,7 +29,7 @@ if [ "${REUSE:-0}" != 1 ] || [ ! -d "$FORK/.git" ]; then
     git commit -qm "track fork: GDN decode and prefill"
 fi
 cd "$FORK"
-export PYTHONPATH="$FORK"
+export PYTHONPATH="$FORK${PYTHONPATH:+:$PYTHONPATH}"  # keep what the caller added (wheels)
 t0=$SECONDS
 # shellcheck disable=SC2086
 python3 scripts/submit.py --dry-run ${SUBMIT_ARGS:-}

@@ -138,6 +138,20 @@ def split_compare(value: str | None) -> tuple[Path | None, str | None]:
     return None, value
 
 
+def torch_bytecode_missing() -> bool:
+    """PYTHONDONTWRITEBYTECODE is set and torch's package folder holds no compiled bytecode
+    (looked up without importing torch)."""
+    import importlib.util
+
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return False
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    cache = Path(next(iter(spec.submodule_search_locations))) / "__pycache__"
+    return not (cache.is_dir() and any(cache.glob("*.pyc")))
+
+
 def start_processes_early(opts: RunOptions) -> None:
     """Boot the judge and the first worker now: they import torch side by side with this
     process (which imports it next), loads the dataset and packs, instead of after it. Not for
@@ -162,11 +176,12 @@ def main() -> int:
     check_compare_file(opts)
     start_processes_early(opts)
     console = Console()
-    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+    if torch_bytecode_missing():
         console.print(
-            "note: PYTHONDONTWRITEBYTECODE is set, so each worker process compiles torch's "
-            "Python sources again (about 5 s more per process on a GPU machine, once per "
-            "workload in --contest runs); unset it to keep the compiled bytecode"
+            "note: PYTHONDONTWRITEBYTECODE is set and torch has no compiled bytecode, so each "
+            "worker process compiles torch's Python sources again (about 5 s more per process "
+            "on a GPU machine, once per workload in --contest runs); unset it to keep the "
+            "compiled bytecode"
         )
     device = resolve_device(opts.flags.get("device"))  # once for the whole run
     if definitions == [None]:

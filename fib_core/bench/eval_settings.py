@@ -9,8 +9,8 @@ One TOML file per definition, ``eval.toml`` in its definition folder (see
   of one process per workload); every key not listed is the contest's. These are the kit's
   defaults; ``config.toml`` ``[benchmark]`` and command-line flags override them as before.
 - ``[reference]``: ``timed_calls``, how many reference calls (the ones that produce the first
-  input sets' outputs) are timed with the definition's own reference for its latency; a
-  process's first reference call runs once more, untimed, to warm up. Other sets may come from a faster reference of the same arithmetic.
+  input sets' outputs) are timed with the definition's own reference for its latency; the
+  first call of a definition's reference in a process runs once more, untimed, to warm up. Other sets may come from a faster reference of the same arithmetic.
 
 A definition without a file (a user's own dataset) gets the organizers' generic defaults.
 Keys use the ``config.toml`` names (:mod:`fib_core.bench.settings`, whose :func:`~fib_core.

@@ -89,14 +89,29 @@ class WorkerHandle:
             self.launch()
         self.wait_ready(timeout)
 
-    def launch(self) -> None:
-        """Start the process without waiting for it (so that two can boot side by side)."""
-        parent, child = socket.socketpair()
+    def child_env(self) -> dict[str, str]:
+        """The child's environment: ours, plus its token and private TMPDIR. The judge also
+        gets a Triton cache of its own inside the folder workers never see (the signing
+        key's): it runs Triton kernels (fast references), and Triton loads compiled kernels
+        and launcher libraries from its cache, so a cache a solution could write to would let
+        it put code into the judge."""
         env = dict(os.environ)
         env["PYTHONUNBUFFERED"] = "1"
         env[TOKEN_VAR] = self.token
-        self.tmp_dir.mkdir(parents=True, exist_ok=True)
         env["TMPDIR"] = str(self.tmp_dir)
+        if self.role == "judge":
+            from fib_core.bench.integrity import key_dir
+
+            triton_home = key_dir() / "triton"
+            env["TRITON_HOME"] = str(triton_home)
+            env["TRITON_CACHE_DIR"] = str(triton_home / "cache")
+        return env
+
+    def launch(self) -> None:
+        """Start the process without waiting for it (so that two can boot side by side)."""
+        parent, child = socket.socketpair()
+        self.tmp_dir.mkdir(parents=True, exist_ok=True)
+        env = self.child_env()
         package_root = str(Path(fib_core.__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         if self.requested_device == "cpu":
@@ -413,8 +428,7 @@ def launch_early(device: str, dataset_root: str | Path | None) -> None:
     """
     from fib_core.bench.containment import worker_paths
 
-    if _EARLY:
-        return
+    discard_early()  # left over from an earlier launch that no run took: not for this one
     readonly, hidden = worker_paths(dataset_root)
     log_dir = default_log_dir()
     _EARLY_DIRS.append(log_dir)
@@ -423,6 +437,7 @@ def launch_early(device: str, dataset_root: str | Path | None) -> None:
     if not trusted:
         handles.append(JudgeHandle(device, log_dir))
     for handle in handles:
+        handle.early_environment = _environment_print()
         try:
             handle.launch()
         except OSError:  # could not even spawn: the Benchmark will start its own and say why
@@ -438,10 +453,13 @@ def take_early(role: str, device: str, readonly: Sequence[str] = (),
                hidden: Sequence[str] = (), trusted: bool = False) -> WorkerHandle | None:
     """The early-launched process of ``role`` if it fits a Benchmark on ``device`` with these
     sandbox paths and checking mode (it is then the caller's), else None. A process launched
-    with device "auto" fits either kind: it resolves "auto" as the launcher did."""
+    with device "auto" fits either kind: it resolves "auto" as the launcher did. Both roles
+    must also have been launched under the same cache folder (the judge signs and verifies
+    with that folder's key, a worker's sandbox protects that folder)."""
     for handle in _EARLY:
         fits = (
-            handle.role == role
+            getattr(handle, "early_environment", None) == _environment_print()
+            and handle.role == role
             and handle.requested_device in (device, "auto")
             and handle.readonly == list(readonly)
             and handle.hidden == list(hidden)
@@ -452,6 +470,13 @@ def take_early(role: str, device: str, readonly: Sequence[str] = (),
             _EARLY.remove(handle)
             return handle
     return None
+
+
+def _environment_print() -> str:
+    """What an early process took from the environment at launch: the cache folder."""
+    from fib_core.paths import cache_dir
+
+    return str(cache_dir().resolve())
 
 
 def discard_early(remove_logs: bool = False) -> None:

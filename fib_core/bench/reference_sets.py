@@ -8,10 +8,13 @@ reference outputs on disk after the first run; later runs load them instead of c
 reference.
 
 The reference's latency comes from the same calls that produce those outputs: the first
-``timed_calls`` sets are computed by the definition's own reference under the solution's timer
-(as the organizers time both sides alike; L2 flushed before each call); the latency is their
-median. A process's first reference call is made once more beforehand, untimed, so one-off
-costs (library handles, allocator growth) are not charged to the reference. The other sets may come from a faster
+``timed_calls`` sets are computed by the definition's own reference, timed as the solution's
+quantity (:func:`fib_core.bench.timing.reference_method`: CUDA events around each call on a
+GPU; L2 flushed before each call); the latency is their median. The first call of each
+definition's reference in a process is made once more beforehand, untimed, so one-off costs
+(library handles, allocator growth) are not charged to it; later workloads' calls are timed
+as they come (a new shape's allocations are microseconds against a reference's
+milliseconds). The other sets may come from a faster
 reference of the same arithmetic (:func:`fib_core.bench.reference.fast_reference_for`). The latency is cached
 beside the outputs, per GPU; only when outputs are cached but the latency is not (another GPU)
 are the timed calls made again.

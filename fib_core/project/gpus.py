@@ -109,13 +109,12 @@ def plan_shards(
 def _child(request: Any, device_id: str, channel: Any, target: Callable | None) -> None:
     """Child process: this GPU only, then the usual shard execution; events go to the parent."""
     os.environ["CUDA_VISIBLE_DEVICES"] = device_id
-    if target is None:  # the real run: its judge and worker boot while this process imports
-        from fib_core.bench.pool import launch_early
-
-        launch_early(request.device or "auto", request.dataset_path)
-        from fib_core.project.runflow import execute as target
-
     try:
+        if target is None:  # the real run: its judge and worker boot while this one imports
+            from fib_core.bench.pool import launch_early
+
+            launch_early(request.device or "auto", request.dataset_path)
+            from fib_core.project.runflow import execute as target
         shard = target(request, on_event=lambda event: channel.put(("event", event)))
         channel.put(("result", shard))
     except FibError as err:  # a user mistake: one line, as in a one-GPU run

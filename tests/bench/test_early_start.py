@@ -71,3 +71,23 @@ def test_early_processes_on_another_device_kind_are_replaced(make_dataset, toy_s
         assert bench._worker is not early["worker"] and bench._judge is not early["judge"]
         assert not early["worker"].alive and not early["judge"].alive
         assert bench._workers_started == 1
+
+
+def test_early_processes_from_another_cache_folder_are_not_adopted(
+    make_dataset, toy_solution_json, tmp_path, monkeypatch
+):
+    """The judge signs and verifies with its cache folder's key and a worker's sandbox guards
+    that folder: processes launched under another FIB_CACHE_DIR serve no run; a new launch
+    first discards what an earlier one left."""
+    root = make_dataset([])
+    monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path / "first-cache"))
+    pool.launch_early("cpu", root)
+    stale = list(pool._EARLY)
+    monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path / "second-cache"))
+    solution = Solution.from_dict(toy_solution_json("correct"))
+    with Benchmark(TraceSet.from_path(root), BenchmarkConfig(**FAST)) as bench:
+        bench.run_solution(solution)
+        assert bench._judge not in stale and bench._worker not in stale
+    assert pool._EARLY == stale and all(h.alive for h in stale)
+    pool.launch_early("cpu", root)  # a new launch: the stale ones go
+    assert not any(h.alive for h in stale) and len(pool._EARLY) == 2

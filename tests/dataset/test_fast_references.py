@@ -202,3 +202,9 @@ def test_decode_fast_reference_without_a_state_starts_from_zeros(decode) -> None
 @pytest.mark.gpu
 def test_decode_fast_reference_matches_the_loop_on_every_embedded_workload_on_gpu(decode):
     assert _decode_agree(decode, "cuda", None) == 54
+
+
+def test_the_triton_form_names_the_shapes_it_takes() -> None:
+    args = _packed([3, 2], True, 0.0)  # CPU tensors: run() takes the batched form instead
+    with pytest.raises(ValueError, match="CUDA tensors with a power-of-two key size"):
+        gdn_prefill_recurrent(*args)

@@ -107,6 +107,41 @@ def test_a_100_mb_line_is_cut_when_read_back(tmp_path):
     assert len(clip_text("y" * 10_000_000)) < 40_000
 
 
+def test_signed_cache_loads_verified_views_and_prefetches_side_by_side(tmp_path):
+    """Outputs come back equal whatever their dtype (tensors are views of the verified bytes,
+    scalars numbers); a prefetched file that was rewritten is refused like any other, and a
+    prefetch is used once."""
+    from types import SimpleNamespace
+
+    from fib_core.bench.integrity import SignedReferenceCache, ensure_key
+
+    cache = SignedReferenceCache(ensure_key(tmp_path), tmp_path)
+    definition = SimpleNamespace(name="d", output_names=["a", "b", "c", "s"])
+    outs = [torch.randn(4, 3).bfloat16(), torch.arange(5), torch.zeros(0, 2), 2.5]
+    for key in ("k0", "k1", "k2"):
+        cache.store_outputs(definition, key, outs)
+    path = cache._path(definition, "k1", ".safetensors")
+    path.write_bytes(path.read_bytes()[:-2] + b"xx")
+    cache.prefetch_outputs(definition, ["k0", "k1", "k2", "missing"])
+    assert len(cache._prefetched) == 3
+    for key in ("k0", "k2"):
+        got = cache.load_outputs(definition, key, "cpu")
+        assert got[0].dtype == torch.bfloat16 and torch.equal(got[0], outs[0])
+        assert torch.equal(got[1], outs[1]) and got[2].shape == (0, 2) and got[3] == 2.5
+    assert cache.load_outputs(definition, "k1", "cpu") is None
+    assert cache._prefetched == {}
+
+
+def test_a_signed_file_whose_entries_leave_the_file_is_refused(tmp_path):
+    from fib_core.bench.integrity import _header, _view
+
+    data = bytearray(b"\x00" * 8 + b'{"t":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}')
+    data[:8] = (len(data) - 8).to_bytes(8, "little")
+    data += bytes(8)  # only half the 16 bytes the entry claims
+    with pytest.raises(ValueError, match="does not fit"):
+        _view(data, _header(data), "t")
+
+
 def test_signed_cache_rejects_a_rewritten_latency(tmp_path, toy_definition):
     from fib_core.bench.integrity import SignedReferenceCache, ensure_key
 
@@ -195,3 +230,25 @@ def test_only_the_judge_grants_passed():
     assert final_result(1, _report(), ledger, None).status == "INCORRECT_NUMERICAL"
     with pytest.raises(Exception, match="status"):
         validate_result({"type": "result", "status": "WINNER"})
+
+
+def test_the_judges_triton_cache_is_in_the_folder_workers_never_see(tmp_path, monkeypatch):
+    """The judge runs Triton kernels (fast references) and Triton loads compiled kernels and
+    launcher libraries from its cache: a cache a solution can write would let it put code into
+    the judge. The judge's cache lives inside the signing key's folder, which workers' sandbox
+    hides; a worker keeps the user's own cache."""
+    from pathlib import Path
+
+    from fib_core.bench.containment import worker_paths
+    from fib_core.bench.integrity import key_dir
+    from fib_core.bench.pool import JudgeHandle, WorkerHandle
+
+    monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    _, hidden = worker_paths(None)
+    keys = key_dir().resolve()
+    assert str(keys) in hidden
+    judge_env = JudgeHandle("cpu", tmp_path).child_env()
+    for name in ("TRITON_CACHE_DIR", "TRITON_HOME"):
+        assert Path(judge_env[name]).resolve().is_relative_to(keys)
+    assert "TRITON_CACHE_DIR" not in WorkerHandle("cpu", tmp_path).child_env()

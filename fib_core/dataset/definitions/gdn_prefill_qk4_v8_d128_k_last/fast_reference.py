@@ -133,7 +133,7 @@ def _recurrence_kernel():
         rv = block * BV + tl.arange(0, BV)
         qk_head = head // (HEADS // QK_HEADS)
         # S[key, value] is state[seq, head, value, key] (the k-last layout) as fp32.
-        offsets = ((seq * HEADS + head) * DV + rv[None, :]) * DK + rk[:, None]
+        offsets = ((seq.to(tl.int64) * HEADS + head) * DV + rv[None, :]) * DK + rk[:, None]
         if HAS_STATE:
             s = tl.load(state + offsets).to(tl.float32)
         else:
@@ -168,6 +168,12 @@ def gdn_prefill_recurrent(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scal
     """
     import torch
 
+    if not _kernel_fits(q, k, v):
+        raise ValueError(
+            f"gdn_prefill_recurrent takes CUDA tensors with a power-of-two key size, value "
+            f"columns in blocks of 32 and equal q/k heads; got q {tuple(q.shape)}, "
+            f"k {tuple(k.shape)}, v {tuple(v.shape)} on {q.device}"
+        )
     total, q_heads, dim_k = q.shape
     v_heads, dim_v = v.shape[1], v.shape[2]
     heads = max(q_heads, v_heads)
@@ -194,8 +200,22 @@ def gdn_prefill_recurrent(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scal
     return output, new_state
 
 
+def _kernel_fits(q, k, v) -> bool:
+    """Shapes the kernel is written for: CUDA tensors, a power-of-two key size, value columns
+    in whole blocks of 32, as many q as k heads and v heads in whole groups of them."""
+    dim_k, q_heads, v_heads = q.shape[2], q.shape[1], v.shape[1]
+    return (
+        q.is_cuda
+        and dim_k & (dim_k - 1) == 0
+        and v.shape[2] % 32 == 0
+        and k.shape[1] == q_heads
+        and v_heads % q_heads == 0
+    )
+
+
 def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale):
-    """The fastest form for these tensors: Triton on a GPU, batched PyTorch elsewhere."""
-    if q.is_cuda:
+    """The fastest form for these tensors: Triton on a GPU (shapes it is written for; the
+    contest's always are), batched PyTorch otherwise."""
+    if _kernel_fits(q, k, v):
         return gdn_prefill_recurrent(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale)
     return gdn_prefill_batched(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale)
