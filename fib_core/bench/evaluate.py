@@ -375,10 +375,8 @@ class Evaluator:
 
         indices = checked_indices(len(sets), cfg.num_input_sets, cfg.num_trials)
         need_latency = cfg.profile_baseline and cached_latency is None
-        prefetch = getattr(self.ref_cache, "prefetch_outputs", None)
-        if prefetch is not None:  # the signed cache verifies a workload's files side by side
-            loaded = indices[timed_calls:] if need_latency else indices  # timed ones: computed
-            prefetch(definition, [key(k) for k in loaded])
+        loaded = indices[timed_calls:] if need_latency else indices  # the timed: computed
+        self.ref_cache.prefetch_outputs(definition, [key(k) for k in loaded])
         try:
             run = run_references(
                 indices,
@@ -391,9 +389,7 @@ class Evaluator:
                 need_latency=need_latency,
             )
         finally:  # a prefetch never outlives its workload (nor serves bytes gone stale)
-            forget = getattr(self.ref_cache, "forget_prefetched", None)
-            if forget is not None:
-                forget()
+            self.ref_cache.forget_prefetched()
         latency = None
         if cached_latency is not None:
             latency = (

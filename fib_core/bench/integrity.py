@@ -22,7 +22,7 @@ import logging
 import os
 import secrets
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -87,7 +87,7 @@ class SignedReferenceCache(ReferenceCache):
         self.key = key
         self._prefetched: dict[Path, bytearray | None] = {}
 
-    def prefetch_outputs(self, definition: Any, keys: Iterable[str]) -> None:
+    def prefetch_outputs(self, definition: Any, keys: Sequence[str]) -> None:
         """Read and verify these output files side by side; :meth:`load_outputs` then uses
         the verified bytes (each at most once)."""
         paths, total = [], 0

@@ -79,6 +79,7 @@ class WorkerHandle:
         self.warnings: list[str] = []
         self.token = secrets.token_hex(12)
         self.tainted = False
+        self.early_environment: str | None = None  # set by launch_early (the cache folder)
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -402,6 +403,14 @@ def _with_tail(reason: str, tail: str) -> str:
     return f"{reason}\n--- last lines of the worker's output ---\n{tail}" if tail else reason
 
 
+def trusted_checks() -> bool:
+    """``FIB_TRUSTED_CHECKS=1``: the worker checks its own outputs against references it
+    computes, as before the judge existed. Only for measuring what the judge costs
+    (benchmarks/bench_isolation_overhead.py) and for debugging: a solution can then forge its
+    verdict."""
+    return os.environ.get("FIB_TRUSTED_CHECKS") == "1"
+
+
 def default_log_dir() -> Path:
     """A private folder for worker logs (kept until the Benchmark closes)."""
     return Path(tempfile.mkdtemp(prefix="fib-bench-logs-"))
@@ -432,7 +441,7 @@ def launch_early(device: str, dataset_root: str | Path | None) -> None:
     readonly, hidden = worker_paths(dataset_root)
     log_dir = default_log_dir()
     _EARLY_DIRS.append(log_dir)
-    trusted = os.environ.get("FIB_TRUSTED_CHECKS") == "1"
+    trusted = trusted_checks()
     handles = [WorkerHandle(device, log_dir, readonly=readonly, hidden=hidden, trusted=trusted)]
     if not trusted:
         handles.append(JudgeHandle(device, log_dir))
@@ -458,7 +467,7 @@ def take_early(role: str, device: str, readonly: Sequence[str] = (),
     with that folder's key, a worker's sandbox protects that folder)."""
     for handle in _EARLY:
         fits = (
-            getattr(handle, "early_environment", None) == _environment_print()
+            handle.early_environment == _environment_print()
             and handle.role == role
             and handle.requested_device in (device, "auto")
             and handle.readonly == list(readonly)

@@ -168,6 +168,13 @@ class ReferenceCache:
     def __init__(self, root: Path | None = None) -> None:
         self.root = (root if root is not None else cache_dir()) / "reference"
 
+    def prefetch_outputs(self, definition: Definition, keys: Sequence[str]) -> None:
+        """Get these output files ready to load (the signed cache verifies them side by side);
+        here, nothing to do."""
+
+    def forget_prefetched(self) -> None:
+        """Drop what :meth:`prefetch_outputs` kept and was not loaded."""
+
     def _path(self, definition: Definition, key: str, suffix: str) -> Path:
         return self.root / definition.name / f"{key}{suffix}"
 

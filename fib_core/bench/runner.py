@@ -29,6 +29,7 @@ from fib_core.bench.pool import (
     WorkerHandle,
     default_log_dir,
     take_early,
+    trusted_checks,
 )
 from fib_core.bench.protocol import EvalResult, EvalTask
 from fib_core.bench.run_lock import ResumeLock, merge_stored_traces
@@ -234,9 +235,9 @@ class Benchmark:
 
         readonly, hidden = worker_paths(self.trace_set.root)
         adopted = take_early("worker", self.config.device, readonly, hidden,
-                             _trusted_checks()) if early else None
+                             trusted_checks()) if early else None
         return adopted or WorkerHandle(self.config.device, self._log_dir, readonly=readonly,
-                                       hidden=hidden, trusted=_trusted_checks())
+                                       hidden=hidden, trusted=trusted_checks())
 
     def _launch_spare(self, solution_hash: str) -> None:
         """Isolated runs: boot the next workload's fresh worker while this one runs.
@@ -292,7 +293,7 @@ class Benchmark:
                         workload.to_dict(), self.config,
                         str(self.trace_set.root) if self.trace_set.root is not None else None)
         try:
-            judge = None if _trusted_checks() else self._acquire_judge()
+            judge = None if trusted_checks() else self._acquire_judge()
             worker = self._acquire_worker(callback, solution.hash())
             if judge is not None and getattr(self, "_judge_booting", False):
                 self._judge_booting = False
@@ -339,13 +340,3 @@ class Benchmark:
         if kind != "cuda":
             extra["timing"] = "wall-clock, not comparable"
         return extra
-
-
-def _trusted_checks() -> bool:
-    """``FIB_TRUSTED_CHECKS=1``: the worker checks its own outputs against references it
-    computes, as before the judge existed. Only for measuring what the judge costs
-    (benchmarks/bench_isolation_overhead.py) and for debugging: a solution can then forge its
-    verdict."""
-    import os
-
-    return os.environ.get("FIB_TRUSTED_CHECKS") == "1"
