@@ -330,9 +330,9 @@ class Evaluator:
             )
 
         def measure_exact(ks: list[int]):
-            # The first reference call of a process pays one-off costs (library handles,
-            # allocator growth, lazy imports): it runs once untimed, on set ks[0], and every
-            # later call, in this workload or the next ones, is timed.
+            # The first call of a definition's reference in a process pays one-off costs
+            # (library handles, allocator growth, lazy imports): it runs once untimed, on set
+            # ks[0], and every later call, in this workload or the next ones, is timed.
             warmup = 0 if definition.content_hash() in self._warm_references else 1
             args: dict[int, list] = {}
             raws: dict[int, Any] = {}

@@ -136,8 +136,8 @@ def reference_method(requested: str, device_kind: str) -> tuple[str, str | None]
     call measure that span plus one launch latency (microseconds, well under 1 % of a
     millisecond call), whereas the profiler records every operation (it read a
     few-millisecond reference up to 2x high by slowing its launches, and spends seconds
-    reading back a long one) and ``cupti-python`` hands every kernel record to Python (minutes
-    for an 8192-token GDN prefill reference). So when the solution's span comes from the
+    reading back a long one) and ``cupti-python`` hands every kernel record to Python (two calls
+    of an 8192-token GDN prefill reference did not finish in over a minute on an H100). So when the solution's span comes from the
     profiler or CUPTI, the reference gets events; events and wall-clock stay as they are.
     """
     method, _ = choose_method(requested, device_kind)
