@@ -204,15 +204,18 @@ def _view(data: bytearray, header: tuple[dict, int], name: str) -> Any:
 
     import torch
 
+    from fib_core.data.dtypes import TORCH_ELEMENT_BYTES
+
     entries, base = header
     entry = entries[name]
-    dtype = getattr(torch, _SAFETENSORS_DTYPES[entry["dtype"]])
+    dtype_name = _SAFETENSORS_DTYPES[entry["dtype"]]
+    dtype = getattr(torch, dtype_name)
     offsets, shape = entry["data_offsets"], entry["shape"]
     if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
                for x in (*offsets, *shape)) or len(offsets) != 2:
         raise ValueError(f"safetensors entry {name!r} has malformed offsets or shape")
     begin, end = base + offsets[0], base + offsets[1]
-    itemsize = torch.empty((), dtype=dtype).element_size()
+    itemsize = TORCH_ELEMENT_BYTES[dtype_name]
     if not base <= begin <= end <= len(data) or end - begin != math.prod(shape) * itemsize:
         raise ValueError(f"safetensors entry {name!r} does not fit the file")
     if end == begin:
