@@ -110,6 +110,7 @@ def _gates(A_log, a, dt_bias, b):
 
 
 _KERNEL = None
+_BLOCK_V = 32  # value columns per program: the kernel takes value sizes in whole blocks
 
 
 def _recurrence_kernel():
@@ -171,7 +172,7 @@ def gdn_prefill_recurrent(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scal
     if not _kernel_fits(q, k, v):
         raise ValueError(
             f"gdn_prefill_recurrent takes CUDA tensors with a power-of-two key size, value "
-            f"columns in blocks of 32 and equal q/k heads; got q {tuple(q.shape)}, "
+            f"columns in blocks of {_BLOCK_V} and equal q/k heads; got q {tuple(q.shape)}, "
             f"k {tuple(k.shape)}, v {tuple(v.shape)} on {q.device}"
         )
     total, q_heads, dim_k = q.shape
@@ -187,15 +188,14 @@ def gdn_prefill_recurrent(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scal
     if num_seqs <= 0 or total == 0:
         return output, new_state
     decay, beta = _gates(A_log, a, dt_bias, b)
-    block = 32
-    grid = (num_seqs, heads, dim_v // block)
+    grid = (num_seqs, heads, dim_v // _BLOCK_V)
     _recurrence_kernel()[grid](
         q.contiguous(), k.contiguous(), v.contiguous(),
         state.contiguous() if state is not None else output,
         decay.contiguous(), beta.contiguous(), cu_seqlens.contiguous(),
         output, new_state, float(scale),
         HAS_STATE=state is not None, QK_HEADS=q_heads, HEADS=heads, DK=dim_k, DV=dim_v,
-        BV=block, num_warps=4,
+        BV=_BLOCK_V, num_warps=4,
     )
     return output, new_state
 
@@ -207,7 +207,7 @@ def _kernel_fits(q, k, v) -> bool:
     return (
         q.is_cuda
         and dim_k & (dim_k - 1) == 0
-        and v.shape[2] % 32 == 0
+        and v.shape[2] % _BLOCK_V == 0
         and k.shape[1] == q_heads
         and v_heads % q_heads == 0
     )
