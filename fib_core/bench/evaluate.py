@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import random
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -40,7 +41,7 @@ from fib_core.bench.reference import (
     reference_outputs,
     reference_run,
 )
-from fib_core.bench.reference_sets import timed_set_order
+from fib_core.bench.reference_sets import checked_indices, timed_set_order
 from fib_core.bench.timing import (
     EVENTS_WARNING,
     WALL_CLOCK_LABEL,
@@ -81,6 +82,8 @@ class _Prepared:
     compute_ref: Callable[[int], list] | None = None  # reference of set k, on demand
     # (latency ms, extra) of the reference, from the calls that produced ``refs`` (or cached)
     ref_latency: tuple[float, dict] | None = None
+    total_sets: int = 0  # the sets this run uses, counting those still being made
+    more: Callable[[], list] | None = None  # waits for the timing-only sets made in a thread
 
     def ref(self, k: int) -> list:
         """Reference outputs of input set ``k`` (the timed-only sets' are computed on demand)."""
@@ -88,6 +91,21 @@ class _Prepared:
             assert self.compute_ref is not None
             self.refs[k] = self.compute_ref(k)
         return self.refs[k]
+
+    def complete(self) -> None:
+        """Add the timing-only sets once their thread is done (before timing starts)."""
+        if self.more is not None:
+            more, self.more = self.more, None
+            try:
+                self.sets.extend(more())
+            except FibError as err:
+                raise _Failed(EvaluationStatus.RUNTIME_ERROR, f"inputs: {err}") from None
+            self.rotating = _rotating(self.sets)
+
+    def settle(self) -> None:
+        """Wait for the input thread of an evaluation that ended early (nothing outlives it)."""
+        more, self.more = self.more, None
+        _wait_quietly(more)
 
 
 class Evaluator:
@@ -140,6 +158,8 @@ class Evaluator:
             )
         finally:
             self.phase = outer_phase
+            if self.remote_check is not None:
+                self.remote_check.drain()  # verdicts of checks made after a failure
         extra["harness_seconds"] = round(time.perf_counter() - started, 3)
         extra["phase_seconds"] = phases.finish()
         if not extra["warnings"]:
@@ -163,12 +183,16 @@ class Evaluator:
         runnable = self._build(solution, definition, cfg)
         self.phase("inputs")
         prep = self._prepare(definition, workload, cfg, task.dataset_root)
-        extra["num_input_sets"] = len(prep.sets)
+        extra["num_input_sets"] = prep.total_sets
         extra["warnings"].extend(prep.notes)
-        self.phase("run")
-        check = self._correctness_run(definition, runnable, prep, tol, cfg, extra)
-        self.phase("timing")
-        timing = self._time_solution(definition, runnable, prep, tol, cfg)
+        try:
+            self.phase("run")
+            check = self._correctness_run(definition, runnable, prep, tol, cfg, extra)
+            self.phase("timing")
+            prep.complete()
+            timing = self._time_solution(definition, runnable, prep, tol, cfg)
+        finally:
+            prep.settle()
         extra["warnings"].extend(w for w in timing.warnings if w not in extra["warnings"])
         self.phase("reference-timing")
         if self.remote_check is not None:
@@ -229,9 +253,15 @@ class Evaluator:
         try:
             sets = [make(0)]
             wanted = self._affordable_sets(sets[0], cfg, notes)
-            sets += [make(k) for k in range(1, wanted)]
+            # The sets the judge may check are made now; the rest are only ever timed, so a
+            # thread makes them while the correctness run goes on (:meth:`_Prepared.complete`).
+            early = len(checked_indices(wanted, cfg.num_input_sets, cfg.num_trials))
+            sets += [make(k) for k in range(1, early)]
         except FibError as err:
             raise _Failed(EvaluationStatus.RUNTIME_ERROR, f"inputs: {err}") from None
+        more = (
+            _in_thread(lambda: [make(k) for k in range(early, wanted)]) if early < wanted else None
+        )
         failed = definition.check_constraints(
             workload.axes, dict(zip(definition.input_names, sets[0], strict=True))
         )
@@ -257,23 +287,23 @@ class Evaluator:
             self.phase("reference")
             # Every set a run may check (the checked sets and the re-check pool) goes through
             # the disk cache; the reference's latency comes from the calls that computed them.
-            with self._reference_errors():
-                refs, latency = self._references(definition, workload, sets, cfg)
-        rotating = [
-            j
-            for j in range(len(sets[0]))
-            if any(s[j] is not sets[0][j] for s in sets[1:])
-            and (_is_tensor(sets[0][j]) or any(s[j] != sets[0][j] for s in sets[1:]))
-        ]
+            try:
+                with self._reference_errors():
+                    refs, latency = self._references(definition, workload, sets, cfg)
+            except BaseException:
+                _wait_quietly(more)
+                raise
         return _Prepared(
             sets,
             refs,
             clone_args(sets[0]),
-            rotating,
+            _rotating(sets),
             dict(workload.axes),
             notes,
             compute_ref,
             latency,
+            total_sets=wanted,
+            more=more,
         )
 
     @contextmanager
@@ -463,10 +493,36 @@ class Evaluator:
         cfg: BenchmarkConfig,
         extra: dict,
     ) -> CheckResult:
+        """The first ``num_input_sets`` sets, each called once and checked before timing.
+
+        The checks are pipelined (the next set's call runs while the judge compares the last
+        one's outputs); the verdicts are then read in order, so the first failing set decides
+        the status as if each had been checked before the next call.
+        """
         outputs = self._new_outputs(definition, prep) if runnable.dps else None
         got = self._call(runnable, prep.working, outputs)
         changed = mutated_inputs(definition.input_names, prep.sets[0], prep.working)
-        check = self._verify(definition, got, 0, prep, tol, "set")
+        pending = [self._submit(definition, got, 0, prep, tol, "set")]
+        try:
+            for k in range(1, min(len(prep.sets), cfg.num_input_sets)):
+                self._load_set(prep.working, prep.sets[k], range(len(prep.working)))
+                got = self._call(
+                    runnable,
+                    prep.working,
+                    self._new_outputs(definition, prep) if runnable.dps else None,
+                )
+                pending.append(self._submit(definition, got, k, prep, tol, "set"))
+        except _Failed:
+            self._settle_sets(pending, changed, cfg, extra)  # an earlier set's failure first
+            raise
+        return self._settle_sets(pending, changed, cfg, extra)
+
+    def _settle_sets(
+        self, pending: list, changed: list[str], cfg: BenchmarkConfig, extra: dict
+    ) -> CheckResult:
+        """The checked sets' verdicts, in order: raises at the first failure (set 0's in-place
+        input mutation included); returns set 0's result when all passed."""
+        check = pending[0]()
         if changed:
             extra["mutated_inputs"] = changed
             text = (
@@ -481,32 +537,27 @@ class Evaluator:
                         check.correctness,
                     )
                 raise _Failed(check.status.value, text + _join(check.message))
-            extra["warnings"].append(text)
+            if text not in extra["warnings"]:
+                extra["warnings"].append(text)
         if not check.passed:
             raise _Failed(check.status.value, check.message, check.correctness)
-        # The first ``num_input_sets`` sets are each checked once before timing; the sets made
-        # only for timing are checked when a re-check samples their call.
-        for k in range(1, min(len(prep.sets), cfg.num_input_sets)):
-            self._load_set(prep.working, prep.sets[k], range(len(prep.working)))
-            got = self._call(
-                runnable,
-                prep.working,
-                self._new_outputs(definition, prep) if runnable.dps else None,
-            )
-            other = self._verify(definition, got, k, prep, tol, "set")
+        for k, verdict in enumerate(pending[1:], start=1):
+            other = verdict()
             if not other.passed:
                 raise _Failed(
                     other.status.value, f"input set {k}: {other.message}", other.correctness
                 )
         return check
 
-    def _verify(
+    def _submit(
         self, definition, got, k: int, prep: _Prepared, tol: Tolerance, label: str
-    ) -> CheckResult:
-        """Outputs of a call on input set ``k`` against its reference, here or in the judge."""
+    ) -> Callable[[], CheckResult]:
+        """Start checking a call's outputs on input set ``k``; the returned function gives the
+        verdict. Judge checks are pipelined; a trusted, in-process check is made at once."""
         if self.remote_check is not None:
-            return self.remote_check(definition, got, k, prep, label)
-        return check_outputs(definition, got, prep.ref(k), tolerance=tol, inputs=prep.sets[k])
+            return self.remote_check.submit(definition, got, k, prep, label)
+        result = check_outputs(definition, got, prep.ref(k), tolerance=tol, inputs=prep.sets[k])
+        return lambda: result
 
     @staticmethod
     def _load_set(working: list, source: Sequence, indices) -> None:
@@ -556,7 +607,7 @@ class Evaluator:
         def prepare(i: int) -> None:
             if i - 1 in sampled and last[0] is not None:
                 # Untimed device copies of call i-1's outputs, before they are poisoned.
-                kept[i - 1] = tuple(t.clone() if _is_tensor(t) else t for t in last[0])
+                kept[i - 1] = tuple(_copy(t) for t in last[0])
             self._load_set(prep.working, prep.sets[set_of(i)], recopy)
             if outputs is not None:
                 for t in outputs:
@@ -566,19 +617,29 @@ class Evaluator:
         def call(i: int) -> None:
             last[0] = runnable.run(prep.working, outputs)
 
+        # Checked after the last trial, so the judge never uses the GPU while calls are timed.
+        deferred: list[tuple[int, int, tuple]] = []  # (trial, call index, copy of its outputs)
+
         def after_trial(trial: int, index: int) -> None:
             self._sync()
-            to_check = [(index, last[0])] + sorted(kept.items())
+            deferred.append((trial, index, tuple(_copy(t) for t in last[0])))
+            deferred.extend((trial, i, got) for i, got in sorted(kept.items()))
             kept.clear()
-            for i, got in to_check:
-                s = set_of(i)
-                check = self._verify(definition, got, s, prep, tol, "timed")
+
+        def settle_timed() -> None:
+            pending = [
+                (trial, i, self._submit(definition, got, set_of(i), prep, tol, "timed"))
+                for trial, i, got in deferred
+            ]
+            deferred.clear()
+            for trial, i, verdict in pending:
+                check = verdict()
                 if not check.passed:
                     raise _Failed(
                         check.status.value,
-                        f"outputs of timed call {i} (input set {s}, trial {trial}) differ from "
-                        "the reference; a kernel must compute every call, not reuse results: "
-                        f"{check.message}",
+                        f"outputs of timed call {i} (input set {set_of(i)}, trial {trial}) "
+                        "differ from the reference; a kernel must compute every call, not reuse "
+                        f"results: {check.message}",
                         check.correctness,
                     )
 
@@ -600,12 +661,12 @@ class Evaluator:
         except SignatureError as err:
             raise _Failed(EvaluationStatus.INCORRECT_SHAPE, str(err)) from None
         except Exception:
+            text = "during timing:\n" + _solution_traceback()
             fatal = self._cuda_broken()
-            raise _Failed(
-                EvaluationStatus.RUNTIME_ERROR,
-                "during timing:\n" + _solution_traceback(),
-                fatal=fatal,
-            ) from None
+            if not fatal:
+                settle_timed()  # a finished trial's wrong outputs came first
+            raise _Failed(EvaluationStatus.RUNTIME_ERROR, text, fatal=fatal) from None
+        settle_timed()
         result.warnings[:0] = notes
         return result
 
@@ -673,6 +734,54 @@ def _free_memory(kind: str) -> int:
 
 def _is_tensor(value: Any) -> bool:
     return hasattr(value, "data_ptr") and hasattr(value, "copy_")
+
+
+def _copy(value: Any) -> Any:
+    """A device copy of a tensor output (later calls may reuse its buffer); other values as is."""
+    return value.clone() if _is_tensor(value) else value
+
+
+def _rotating(sets: list) -> list[int]:
+    """Indices of the inputs whose content differs between sets (recopied before each call)."""
+    return [
+        j
+        for j in range(len(sets[0]))
+        if any(s[j] is not sets[0][j] for s in sets[1:])
+        and (_is_tensor(sets[0][j]) or any(s[j] != sets[0][j] for s in sets[1:]))
+    ]
+
+
+def _in_thread(work: Callable[[], list]) -> Callable[[], list]:
+    """Start ``work`` in a thread; the returned function waits for it and gives its result
+    (or raises its error). Torch releases the GIL inside its operations, so the thread makes
+    progress while the main thread waits on the GPU or the judge."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["result"] = work()
+        except BaseException as err:  # re-raised in the waiting thread
+            box["error"] = err
+
+    thread = threading.Thread(target=run, name="input-sets", daemon=True)
+    thread.start()
+
+    def wait() -> list:
+        thread.join()
+        if "error" in box:
+            raise box["error"]
+        return box["result"]
+
+    return wait
+
+
+def _wait_quietly(wait: Callable[[], list] | None) -> None:
+    """Wait for an input thread whose sets are no longer wanted (its error too)."""
+    if wait is not None:
+        try:
+            wait()
+        except BaseException:
+            pass
 
 
 _KIT_DIR = str(Path(__file__).resolve().parents[1])

@@ -22,6 +22,7 @@ import logging
 import os
 import secrets
 import struct
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -86,34 +87,65 @@ class SignedReferenceCache(ReferenceCache):
         super().__init__(root)
         self.key = key
         self._prefetched: dict[Path, bytearray | None] = {}
+        self._pending: threading.Thread | None = None
 
     def prefetch_outputs(self, definition: Any, keys: Sequence[str]) -> None:
         """Read and verify these output files side by side; :meth:`load_outputs` then uses
         the verified bytes (each at most once)."""
-        paths, total = [], 0
-        for key in keys:
-            path = self._path(definition, key, ".safetensors")
-            try:
-                size = path.stat().st_size
-            except OSError:
-                continue
-            if path in self._prefetched or total + size > PREFETCH_BYTES:
-                continue  # the rest load one by one, as without a prefetch
-            paths.append(path)
-            total += size
-        if self.key is None or not paths:
-            return
-        with ThreadPoolExecutor(max_workers=min(VERIFY_THREADS, len(paths))) as pool:
-            for path, data in zip(paths, pool.map(self._verified, paths), strict=True):
-                self._prefetched[path] = data
+        self._settle()
+        self._prefetch(definition, list(keys))
+
+    def prefetch_in_background(self, definition: Any, keys: Sequence[str]) -> None:
+        """:meth:`prefetch_outputs` in a thread, so the judge reads and verifies a workload's
+        files while the worker builds and makes its inputs. Any later use of the cache waits
+        for it first, so nothing is read half-done."""
+        self._settle()
+        thread = threading.Thread(
+            target=self._prefetch, args=(definition, list(keys)), name="prefetch", daemon=True
+        )
+        self._pending = thread
+        thread.start()
 
     def forget_prefetched(self) -> None:
         """Drop whatever was prefetched and not loaded (the workload is over)."""
+        self._settle()
         self._prefetched.clear()
 
+    def _settle(self) -> None:
+        """Wait for a background prefetch (its files are then in ``_prefetched``)."""
+        thread, self._pending = self._pending, None
+        if thread is not None:
+            thread.join()
+
+    def _prefetch(self, definition: Any, keys: list[str]) -> None:
+        paths, total = [], 0
+        try:
+            for key in keys:
+                path = self._path(definition, key, ".safetensors")
+                try:
+                    size = path.stat().st_size
+                except OSError:
+                    continue
+                if path in self._prefetched or total + size > PREFETCH_BYTES:
+                    continue  # the rest load one by one, as without a prefetch
+                paths.append(path)
+                total += size
+            if self.key is None or not paths:
+                return
+            with ThreadPoolExecutor(max_workers=min(VERIFY_THREADS, len(paths))) as pool:
+                for path, data in zip(paths, pool.map(self._read_verified, paths), strict=True):
+                    self._prefetched[path] = data
+        except Exception as err:  # only a head start: the loads read the files themselves
+            log.warning("prefetching cached references failed (%s)", err)
+
     def _verified(self, path: Path) -> bytearray | None:
+        self._settle()
         if path in self._prefetched:
             return self._prefetched.pop(path)
+        return self._read_verified(path)
+
+    def _read_verified(self, path: Path) -> bytearray | None:
+        """The file's bytes if its signature verifies, else None (thread-safe: no state)."""
         if self.key is None:
             return None
         try:
@@ -156,6 +188,7 @@ class SignedReferenceCache(ReferenceCache):
             return None
 
     def store_outputs(self, definition: Any, key: str, outputs: Sequence) -> None:
+        self._settle()
         self._prefetched.pop(self._path(definition, key, ".safetensors"), None)
         super().store_outputs(definition, key, outputs)
         self._sign(self._path(definition, key, ".safetensors"))

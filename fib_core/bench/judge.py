@@ -23,7 +23,8 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,14 +43,26 @@ ESSENTIAL_EXTRAS = ("seed", "device", "solution_hash", "runner", "timing", "num_
 
 
 class RemoteChecker:
-    """``check(definition, outputs, set_index, axes, label) -> CheckResult`` via the judge."""
+    """``check(definition, outputs, set_index, prep, label) -> CheckResult`` via the judge.
 
-    def __init__(self, ask: Any) -> None:
-        self.ask = ask  # ask(header, blob) -> verdict dict (blocking round trip to the parent)
+    :meth:`submit` pipelines: it sends the outputs now and returns a function that waits for
+    the verdict, so the worker makes its next call while the parent and the judge work.
+    Verdicts come back in the order the requests were sent.
+    """
+
+    def __init__(self, send: Any, receive: Any) -> None:
+        self.send = send  # send(header, blob): one check request to the parent
+        self.receive = receive  # receive() -> the next verdict dict
+        self._waiting: deque[dict] = deque()  # sent, verdict not received yet
 
     def __call__(
         self, definition: Any, outputs: Sequence, set_index: int, prep: Any, label: str
     ) -> Any:
+        return self.submit(definition, outputs, set_index, prep, label)()
+
+    def submit(
+        self, definition: Any, outputs: Sequence, set_index: int, prep: Any, label: str
+    ) -> Callable[[], Any]:
         from fib_core.bench.check import CheckResult, check_structure
 
         device = next((t.device.type for t in prep.sets[0] if hasattr(t, "device")), None)
@@ -57,26 +70,42 @@ class RemoteChecker:
             definition, outputs, expected_like(definition, prep.axes), device=device
         )
         if failed is not None:
-            return failed
+            return lambda: failed
         try:
             specs, blob = encode_values(outputs)
         except TypeError as err:
-            return CheckResult(EvaluationStatus.INCORRECT_SHAPE, None, str(err))
-        verdict = self.ask(
+            result = CheckResult(EvaluationStatus.INCORRECT_SHAPE, None, str(err))
+            return lambda: result
+        ticket: dict = {}
+        self.send(
             {
                 "type": "check",
                 "set": set_index,
-                "sets": len(prep.sets),
+                "sets": prep.total_sets,
                 "label": label,
                 "outputs": specs,
             },
             blob,
         )
-        return CheckResult(
-            EvaluationStatus(verdict["status"]),
-            _correctness(verdict.get("correctness")),
-            verdict.get("message", ""),
-        )
+        self._waiting.append(ticket)
+
+        def verdict() -> Any:
+            while "verdict" not in ticket:
+                self._waiting.popleft()["verdict"] = self.receive()
+            got = ticket["verdict"]
+            return CheckResult(
+                EvaluationStatus(got["status"]),
+                _correctness(got.get("correctness")),
+                got.get("message", ""),
+            )
+
+        return verdict
+
+    def drain(self) -> None:
+        """Receive the verdicts nobody waited for (an evaluation that stopped at an earlier
+        failure), so the next task's messages are not read as this one's."""
+        while self._waiting:
+            self._waiting.popleft()["verdict"] = self.receive()
 
 
 def expected_like(definition: Any, axes: dict) -> list:
@@ -176,6 +205,31 @@ class JudgeServer:
         evaluator.ref_cache = SignedReferenceCache(ensure_key())
         self.state: _TaskState | None = None
 
+    def announce(self, task: Any) -> None:
+        """A task has started in the worker: read and verify the cached reference outputs of
+        every set its run may check, in a thread, while the worker builds and makes inputs.
+
+        Only disk and CPU work starts here (the worker is not timing yet, and the first check
+        waits for the thread): the reference runs and device copies still happen at the first
+        check, so the judge never uses the GPU while the worker times.
+        """
+        from fib_core.bench.reference import reference_key
+        from fib_core.bench.reference_sets import checked_indices
+        from fib_core.data.definition import Definition
+        from fib_core.data.workload import Workload
+
+        definition = Definition.from_dict(task.definition)
+        workload = Workload.from_dict(task.workload)
+        cfg = task.config
+        keys = [
+            reference_key(
+                definition, workload, seed=cfg.seed, device_kind=self.evaluator.kind, input_set=k
+            )
+            for k in checked_indices(MAX_SETS, cfg.num_input_sets, cfg.num_trials)
+        ]
+        self.evaluator.ref_cache.forget_prefetched()  # what an ended task left unread
+        self.evaluator.ref_cache.prefetch_in_background(definition, keys)
+
     def _task(self, task: Any, n_sets: int) -> _TaskState:
         if self.state is not None and self.state.task_id == task.task_id:
             return self.state
@@ -236,7 +290,7 @@ class JudgeServer:
 
     def check(self, task: Any, set_index: int, n_sets: int, specs: list, blob: bytes) -> dict:
         """The verdict on one set of outputs (already validated by the parent)."""
-        from fib_core.bench.check import check_outputs, resolve_tolerance
+        from fib_core.bench.check import check_outputs, checker_for, resolve_tolerance
 
         st = self._task(task, n_sets)
         if set_index >= len(st.sets):
@@ -251,7 +305,9 @@ class JudgeServer:
             }
         got = decode_values(specs, blob, self.evaluator.device)
         tol = resolve_tolerance(st.definition, st.cfg)
-        result = check_outputs(st.definition, got, want, tolerance=tol, inputs=st.sets[set_index])
+        # Only a definition's own checker reads the inputs; the elementwise rule needs none.
+        inputs = st.sets[set_index] if checker_for(st.definition)[1] is not None else None
+        result = check_outputs(st.definition, got, want, tolerance=tol, inputs=inputs)
         corr = result.correctness.to_dict() if result.correctness is not None else None
         return {
             "status": result.status.value,
@@ -271,6 +327,7 @@ class JudgeServer:
 
     def forget(self) -> None:
         self.state = None
+        self.evaluator.ref_cache.forget_prefetched()
 
 
 # --- parent side -------------------------------------------------------------------------------

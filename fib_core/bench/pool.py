@@ -215,6 +215,8 @@ class WorkerHandle:
             send_object(self.conn, ("eval", task))
         except OSError:
             return self._died(task, offset, "the worker was gone before the task started")
+        if judge is not None:
+            judge.announce(task)
         deadline = time.monotonic() + timeout
         phase = "start"
         cfg = task.config
@@ -360,6 +362,17 @@ class JudgeHandle(WorkerHandle):
             raise JudgeFailed(EvaluationStatus.RUNTIME_ERROR, "the judge failed while " + what
                               + " (not the solution's fault):\n" + str(header.get("message")))
         return header
+
+    def announce(self, task: EvalTask) -> None:
+        """Tell the judge a task has started, so it prefetches the task's cached references
+        while the worker builds and makes its inputs (no reply; a dead judge shows at the
+        first check)."""
+        if self.conn is None or not self.alive:
+            return
+        try:
+            send_object(self.conn, ("task", self._task_once(task)))
+        except OSError:
+            self._task_sent = -1
 
     def check(self, task: EvalTask, request: dict, blob: bytes, deadline: float) -> dict:
         header = self._ask(("check", self._task_once(task), request["set"], request["sets"],

@@ -171,15 +171,16 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
     def phase(name: str) -> None:
         send_frame(sock, {"type": "phase", "task": current["task"], "name": name})
 
-    def ask(header: dict, blob: bytes) -> dict:
+    def send_check(header: dict, blob: Any) -> None:
         header["task"] = current["task"]
         send_frame(sock, header, blob)
-        reply = recv_object(sock)
-        return reply[1]
+
+    def receive_verdict() -> dict:
+        return recv_object(sock)[1]
 
     evaluator = Evaluator(device, env, phase=phase)
     if not trusted:  # the trusted mode exists to measure what the judge costs
-        evaluator.remote_check = RemoteChecker(ask)
+        evaluator.remote_check = RemoteChecker(send_check, receive_verdict)
     plugins: set[str] = set()
     _settle_imports(device)
     state: _ProcessState | None = None
@@ -251,6 +252,16 @@ def serve_judge(sock: Any, requested_device: str) -> int:
         if kind == "forget":
             judge.forget()
             task = None
+            continue
+        if kind == "task":  # a task started in the worker; no reply is expected
+            if message[1] is None:
+                continue
+            task = message[1]
+            try:
+                _register_plugins(task.config.generator_modules, plugins)
+                judge.announce(task)
+            except Exception:  # only a head start: the first check does the work anyway
+                traceback.print_exc()
             continue
         task = message[1] if message[1] is not None else task
         try:

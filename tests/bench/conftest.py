@@ -30,6 +30,8 @@ TOY_SOLUTIONS: dict[str, tuple[bool, str]] = {
     "hangs": (True, "python"),
     "pointer_cache": (True, "python"),
     "lazy_after_checks": (True, "python"),
+    "wrong_then_raises": (True, "python"),
+    "wrong_timed_then_raises": (True, "python"),
     "content_cache": (True, "python"),
     "syntax_error": (True, "python"),
     "triton_axpy": (True, "triton"),

@@ -38,6 +38,10 @@ EXPECTED = {
     # Computing only while being checked fails the re-check of the timed calls.
     "lazy_after_checks": ("INCORRECT_NUMERICAL", "outputs of timed call"),
     "syntax_error": ("COMPILE_ERROR", "SyntaxError"),
+    # Checks are pipelined and timed calls checked after the last trial, yet the first failure
+    # in call order still decides: a wrong set before a crash is INCORRECT, not RUNTIME_ERROR.
+    "wrong_then_raises": ("INCORRECT_NUMERICAL", "input set 1"),
+    "wrong_timed_then_raises": ("INCORRECT_NUMERICAL", "outputs of timed call"),
 }
 
 

@@ -166,3 +166,45 @@ def test_generator_output_is_validated():
     with pytest.raises(InputError, match="produced 'nope'"):
         generate_inputs(d2, _wl({"lens": {"type": "random"}}), seed=0, device="cpu",
                         dataset_root=None)
+
+
+def test_the_timing_only_sets_are_made_in_a_thread_and_equal_the_seeded_sets(
+    monkeypatch, tmp_path, toy_definition, toy_workloads
+):
+    """The sets the judge may check are made at once; the sets only timed come from a thread
+    during the correctness run and are exactly what generate_inputs makes for their index, in
+    order; an error there fails the workload as an inputs error, like before."""
+    from fib_core.bench import evaluate
+    from fib_core.bench.config import BenchmarkConfig
+    from fib_core.bench.environment import EnvironmentInfo
+    from fib_core.bench.evaluate import Evaluator, _Failed
+    from fib_core.bench.inputs import generate_inputs
+    from fib_core.bench.reference_sets import checked_indices
+
+    monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path))
+    cfg = BenchmarkConfig(device="cpu", warmup_runs=1, iterations=5, num_trials=2)
+    ev = Evaluator("cpu", EnvironmentInfo(device_kind="cpu", hardware="cpu"))
+    workload = toy_workloads[0]
+    prep = ev._prepare(toy_definition, workload, cfg, None)
+    early = len(checked_indices(prep.total_sets, cfg.num_input_sets, cfg.num_trials))
+    assert prep.total_sets == cfg.num_input_sets + 1 + 5 * 2 > early == len(prep.sets)
+    prep.complete()
+    assert len(prep.sets) == prep.total_sets and prep.more is None
+    for k, got in enumerate(prep.sets):
+        want = generate_inputs(
+            toy_definition, workload, seed=0, device="cpu", dataset_root=None, input_set=k
+        )
+        for a, b in zip(got, want, strict=True):
+            assert torch.equal(a, b) if torch.is_tensor(a) else a == b
+
+    def broken(*args, input_set=0, **kwargs):
+        if input_set >= early:
+            from fib_core.errors import FibError
+
+            raise FibError(f"set {input_set} cannot be made")
+        return generate_inputs(*args, input_set=input_set, **kwargs)
+
+    monkeypatch.setattr(evaluate, "generate_inputs", broken)
+    prep = ev._prepare(toy_definition, workload, cfg, None)
+    with pytest.raises(_Failed, match="inputs: set .* cannot be made"):
+        prep.complete()

@@ -159,3 +159,46 @@ def test_the_signed_cache_prefetch_ends_with_its_workload(
     ev.env = EnvironmentInfo(device_kind="cuda", hardware="Fake GPU B")
     ev._references(toy_definition, toy_workloads[0], sets, cfg)  # all cached: all prefetched
     assert len(seen[-1]) == 5 and ev.ref_cache._prefetched == {}
+
+
+def test_the_judge_prefetches_a_task_it_is_told_of_and_forgets_it_after(
+    monkeypatch, tmp_path, toy_definition, toy_workloads
+):
+    """A warm run's judge reads and verifies every set the task may check as soon as the task
+    starts (the worker is building and making inputs then), so the first check finds them in
+    memory; the verdicts are those of a judge that was not told, and nothing is kept after."""
+    from fib_core.bench.judge import JudgeServer
+    from fib_core.bench.protocol import EvalTask
+    from fib_core.bench.reference_sets import checked_indices
+
+    monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path))
+    cfg = BenchmarkConfig(device="cpu", num_input_sets=2, num_trials=2)
+    judge = JudgeServer(Evaluator("cpu", EnvironmentInfo(device_kind="cpu", hardware="cpu")))
+
+    def task(task_id: int) -> EvalTask:
+        return EvalTask(
+            task_id, toy_definition.to_dict(), {}, toy_workloads[0].to_dict(), cfg, None
+        )
+
+    def verdicts(t: EvalTask) -> list[str]:
+        from fib_core.bench.inputs import generate_inputs
+        from fib_core.bench.wire import encode_values
+
+        out = []
+        for k in (0, 1):
+            x, y, alpha = generate_inputs(
+                toy_definition, toy_workloads[0], seed=0, device="cpu", dataset_root=None,
+                input_set=k,
+            )
+            specs, blob = encode_values([alpha * x + y + (k == 1)])  # set 1 wrong on purpose
+            out.append(judge.check(t, k, 20, specs, b"".join(blob))["status"])
+        return out
+
+    assert verdicts(task(1)) == ["PASSED", "INCORRECT_NUMERICAL"]  # cold: computes, stores
+    judge.forget()
+    judge.announce(task(2))
+    judge.evaluator.ref_cache._settle()
+    assert len(judge.evaluator.ref_cache._prefetched) == len(checked_indices(20, 2, 2))
+    assert verdicts(task(2)) == ["PASSED", "INCORRECT_NUMERICAL"]
+    judge.forget()
+    assert judge.evaluator.ref_cache._prefetched == {}

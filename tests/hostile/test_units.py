@@ -252,3 +252,29 @@ def test_the_judges_triton_cache_is_in_the_folder_workers_never_see(tmp_path, mo
     for name in ("TRITON_CACHE_DIR", "TRITON_HOME"):
         assert Path(judge_env[name]).resolve().is_relative_to(keys)
     assert "TRITON_CACHE_DIR" not in WorkerHandle("cpu", tmp_path).child_env()
+
+
+def test_a_background_prefetch_is_waited_for_and_a_later_store_wins(tmp_path, monkeypatch):
+    """The judge starts reading a workload's files while the worker makes inputs; whatever
+    uses the cache next waits for that thread, loads the prefetched bytes without reading the
+    file again, and a file stored after the prefetch began is read afresh (never stale)."""
+    from types import SimpleNamespace
+
+    from fib_core.bench import integrity
+    from fib_core.bench.integrity import SignedReferenceCache, ensure_key
+
+    cache = SignedReferenceCache(ensure_key(tmp_path), tmp_path)
+    definition = SimpleNamespace(name="d", output_names=["a"])
+    for key in ("k0", "k1"):
+        cache.store_outputs(definition, key, [torch.full((3,), 1.0)])
+    cache.prefetch_in_background(definition, ["k0", "k1", "missing"])
+    cache.store_outputs(definition, "k1", [torch.full((3,), 2.0)])  # waits, then replaces
+    reads: list[str] = []
+    real_read = integrity._read
+    monkeypatch.setattr(integrity, "_read", lambda path: reads.append(path.name) or real_read(path))
+    assert torch.equal(cache.load_outputs(definition, "k0", "cpu")[0], torch.full((3,), 1.0))
+    assert torch.equal(cache.load_outputs(definition, "k1", "cpu")[0], torch.full((3,), 2.0))
+    assert reads == [cache._path(definition, "k1", ".safetensors").name]
+    cache.prefetch_in_background(definition, ["k0"])
+    cache.forget_prefetched()
+    assert cache._prefetched == {} and cache._pending is None
