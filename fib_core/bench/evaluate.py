@@ -83,7 +83,13 @@ class _Prepared:
     # (latency ms, extra) of the reference, from the calls that produced ``refs`` (or cached)
     ref_latency: tuple[float, dict] | None = None
     total_sets: int = 0  # the sets this run uses, counting those still being made
-    more: Callable[[], list] | None = None  # waits for the timing-only sets made in a thread
+    make_more: Callable[[], list] | None = None  # makes the timing-only sets
+    more: Callable[[], list] | None = None  # waits for the thread running ``make_more``
+
+    def start_more(self) -> None:
+        """Make the timing-only sets in a thread from now on (see :meth:`complete`)."""
+        if self.make_more is not None:
+            self.more, self.make_more = _in_thread(self.make_more), None
 
     def ref(self, k: int) -> list:
         """Reference outputs of input set ``k`` (the timed-only sets' are computed on demand)."""
@@ -94,12 +100,14 @@ class _Prepared:
 
     def complete(self) -> None:
         """Add the timing-only sets once their thread is done (before timing starts)."""
+        self.start_more()  # not started if the correctness run checked no set
         if self.more is not None:
             more, self.more = self.more, None
             try:
                 self.sets.extend(more())
-            except FibError as err:
-                raise _Failed(EvaluationStatus.RUNTIME_ERROR, f"inputs: {err}") from None
+            except Exception as err:  # as when the sets were made in the main thread
+                text = str(err) if isinstance(err, FibError) else f"{type(err).__name__}: {err}"
+                raise _Failed(EvaluationStatus.RUNTIME_ERROR, f"inputs: {text}") from None
             self.rotating = _rotating(self.sets)
 
     def settle(self) -> None:
@@ -254,14 +262,12 @@ class Evaluator:
             sets = [make(0)]
             wanted = self._affordable_sets(sets[0], cfg, notes)
             # The sets the judge may check are made now; the rest are only ever timed, so a
-            # thread makes them while the correctness run goes on (:meth:`_Prepared.complete`).
+            # thread makes them during the correctness run (:meth:`_Prepared.start_more`).
             early = len(checked_indices(wanted, cfg.num_input_sets, cfg.num_trials))
             sets += [make(k) for k in range(1, early)]
         except FibError as err:
             raise _Failed(EvaluationStatus.RUNTIME_ERROR, f"inputs: {err}") from None
-        more = (
-            _in_thread(lambda: [make(k) for k in range(early, wanted)]) if early < wanted else None
-        )
+        make_more = (lambda: [make(k) for k in range(early, wanted)]) if early < wanted else None
         failed = definition.check_constraints(
             workload.axes, dict(zip(definition.input_names, sets[0], strict=True))
         )
@@ -287,12 +293,8 @@ class Evaluator:
             self.phase("reference")
             # Every set a run may check (the checked sets and the re-check pool) goes through
             # the disk cache; the reference's latency comes from the calls that computed them.
-            try:
-                with self._reference_errors():
-                    refs, latency = self._references(definition, workload, sets, cfg)
-            except BaseException:
-                _wait_quietly(more)
-                raise
+            with self._reference_errors():
+                refs, latency = self._references(definition, workload, sets, cfg)
         return _Prepared(
             sets,
             refs,
@@ -303,7 +305,7 @@ class Evaluator:
             compute_ref,
             latency,
             total_sets=wanted,
-            more=more,
+            make_more=make_more,
         )
 
     @contextmanager
@@ -495,14 +497,20 @@ class Evaluator:
     ) -> CheckResult:
         """The first ``num_input_sets`` sets, each called once and checked before timing.
 
-        The checks are pipelined (the next set's call runs while the judge compares the last
-        one's outputs); the verdicts are then read in order, so the first failing set decides
-        the status as if each had been checked before the next call.
+        Set 0's verdict is awaited alone: the judge's reference pass (the reference timed when
+        its latency is not cached) runs on that first check, and nothing else of this workload
+        may use the GPU meanwhile. Then the timing-only sets are made in a thread and the other
+        sets' checks are pipelined (the next call runs while the judge compares); their
+        verdicts are read in order, so the first failing set decides the status as if each had
+        been checked before the next call.
         """
         outputs = self._new_outputs(definition, prep) if runnable.dps else None
         got = self._call(runnable, prep.working, outputs)
         changed = mutated_inputs(definition.input_names, prep.sets[0], prep.working)
-        pending = [self._submit(definition, got, 0, prep, tol, "set")]
+        check = self._submit(definition, got, 0, prep, tol, "set")()
+        self._settle_first(check, changed, cfg, extra)
+        prep.start_more()
+        pending = []
         try:
             for k in range(1, min(len(prep.sets), cfg.num_input_sets)):
                 self._load_set(prep.working, prep.sets[k], range(len(prep.working)))
@@ -511,18 +519,22 @@ class Evaluator:
                     prep.working,
                     self._new_outputs(definition, prep) if runnable.dps else None,
                 )
-                pending.append(self._submit(definition, got, k, prep, tol, "set"))
-        except _Failed:
-            self._settle_sets(pending, changed, cfg, extra)  # an earlier set's failure first
+                pending.append((k, self._submit(definition, got, k, prep, tol, "set")))
+        except _Failed as crash:
+            try:
+                self._settle_sets(pending)  # an earlier set's failure comes first
+            except _Failed as earlier:
+                earlier.fatal = earlier.fatal or crash.fatal  # a broken context still ends it
+                raise earlier from None
             raise
-        return self._settle_sets(pending, changed, cfg, extra)
+        self._settle_sets(pending)
+        return check
 
-    def _settle_sets(
-        self, pending: list, changed: list[str], cfg: BenchmarkConfig, extra: dict
-    ) -> CheckResult:
-        """The checked sets' verdicts, in order: raises at the first failure (set 0's in-place
-        input mutation included); returns set 0's result when all passed."""
-        check = pending[0]()
+    @staticmethod
+    def _settle_first(
+        check: CheckResult, changed: list[str], cfg: BenchmarkConfig, extra: dict
+    ) -> None:
+        """Raise if set 0 failed (its in-place input mutation included)."""
         if changed:
             extra["mutated_inputs"] = changed
             text = (
@@ -537,17 +549,19 @@ class Evaluator:
                         check.correctness,
                     )
                 raise _Failed(check.status.value, text + _join(check.message))
-            if text not in extra["warnings"]:
-                extra["warnings"].append(text)
+            extra["warnings"].append(text)
         if not check.passed:
             raise _Failed(check.status.value, check.message, check.correctness)
-        for k, verdict in enumerate(pending[1:], start=1):
+
+    @staticmethod
+    def _settle_sets(pending: list) -> None:
+        """The other checked sets' verdicts, in order: raise at the first failure."""
+        for k, verdict in pending:
             other = verdict()
             if not other.passed:
                 raise _Failed(
                     other.status.value, f"input set {k}: {other.message}", other.correctness
                 )
-        return check
 
     def _submit(
         self, definition, got, k: int, prep: _Prepared, tol: Tolerance, label: str
@@ -621,9 +635,13 @@ class Evaluator:
         deferred: list[tuple[int, int, tuple]] = []  # (trial, call index, copy of its outputs)
 
         def after_trial(trial: int, index: int) -> None:
+            # Host copies (the judge gets host bytes anyway): device memory does not grow
+            # with the number of trials.
             self._sync()
-            deferred.append((trial, index, tuple(_copy(t) for t in last[0])))
-            deferred.extend((trial, i, got) for i, got in sorted(kept.items()))
+            deferred.append((trial, index, tuple(_to_host(t) for t in last[0])))
+            deferred.extend(
+                (trial, i, tuple(_to_host(t) for t in got)) for i, got in sorted(kept.items())
+            )
             kept.clear()
 
         def settle_timed() -> None:
@@ -659,6 +677,7 @@ class Evaluator:
         except _Failed:
             raise
         except SignatureError as err:
+            settle_timed()  # a finished trial's wrong outputs came first
             raise _Failed(EvaluationStatus.INCORRECT_SHAPE, str(err)) from None
         except Exception:
             text = "during timing:\n" + _solution_traceback()
@@ -737,8 +756,24 @@ def _is_tensor(value: Any) -> bool:
 
 
 def _copy(value: Any) -> Any:
-    """A device copy of a tensor output (later calls may reuse its buffer); other values as is."""
-    return value.clone() if _is_tensor(value) else value
+    """A device copy of a tensor output (later calls may reuse its buffer); other values as is.
+
+    Only a plain ``torch.Tensor`` is copied, by torch's own method: a subclass could compute
+    its content when copied, outside the timed call (the judge refuses subclasses anyway).
+    """
+    import torch
+
+    return torch.Tensor.clone(value) if type(value) is torch.Tensor else value
+
+
+def _to_host(value: Any) -> Any:
+    """A host copy of a plain tensor output (always a copy, even of a CPU tensor, whose buffer
+    later calls may reuse); other values as is (see :func:`_copy`)."""
+    import torch
+
+    if type(value) is torch.Tensor:
+        return torch.Tensor.to(value, "cpu", copy=True)
+    return value
 
 
 def _rotating(sets: list) -> list[int]:

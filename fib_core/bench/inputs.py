@@ -13,6 +13,7 @@ supplies such inputs; it overrides the random ones, never an explicit scalar or 
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -67,17 +68,26 @@ def input_generator_for(definition_name: str) -> GeneratorFn | None:
 
 
 def generator_fingerprint(definition_name: str) -> str:
-    """A short hash of the generator's source: cached references depend on what it produces."""
+    """A short hash of the generator's source: cached references depend on what it produces.
+
+    The whole module the generator lives in counts, and so do the shared helpers of
+    :mod:`fib_core.dataset.generators` it calls: a faster helper that draws other numbers
+    must make every cached reference of that definition stale, not serve the old ones.
+    """
     fn = input_generator_for(definition_name)
     if fn is None:
         return "none"
     import inspect
 
-    try:
-        text = inspect.getsource(fn)
-    except (OSError, TypeError):
-        text = f"{fn.__module__}.{fn.__qualname__}"
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    from fib_core.dataset import generators
+
+    parts = []
+    for obj in (sys.modules.get(fn.__module__), fn, generators):
+        try:
+            parts.append(inspect.getsource(obj) if obj is not None else "")
+        except (OSError, TypeError):
+            parts.append(f"{fn.__module__}.{fn.__qualname__}")
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
 def derive_seed(seed: int, uuid: str, input_set: int = 0) -> int:

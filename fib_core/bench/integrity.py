@@ -10,7 +10,9 @@ verifies, from the very bytes it verified. Workers never get the key: the engine
 A warm run loads every checked set's outputs (330 MB for a batch-64 GDN decode workload), so
 loading is lean: each file is read once into one buffer, the files of a workload are verified
 side by side in threads (hashing releases the GIL), and tensors are views of the verified
-buffer until they move to the device.
+buffer until they move to the device. The judge starts that read when a task starts
+(:meth:`SignedReferenceCache.prefetch_in_background`), while the worker builds and makes
+inputs.
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ class SignedReferenceCache(ReferenceCache):
         self.key = key
         self._prefetched: dict[Path, bytearray | None] = {}
         self._pending: threading.Thread | None = None
+        self._cancel = threading.Event()
 
     def prefetch_outputs(self, definition: Any, keys: Sequence[str]) -> None:
         """Read and verify these output files side by side; :meth:`load_outputs` then uses
@@ -107,8 +110,11 @@ class SignedReferenceCache(ReferenceCache):
         thread.start()
 
     def forget_prefetched(self) -> None:
-        """Drop whatever was prefetched and not loaded (the workload is over)."""
+        """Drop whatever was prefetched and not loaded (the workload is over); a background
+        prefetch still reading stops at its next file."""
+        self._cancel.set()
         self._settle()
+        self._cancel.clear()
         self._prefetched.clear()
 
     def _settle(self) -> None:
@@ -118,7 +124,7 @@ class SignedReferenceCache(ReferenceCache):
             thread.join()
 
     def _prefetch(self, definition: Any, keys: list[str]) -> None:
-        paths, total = [], 0
+        paths, total = [], sum(len(d) for d in self._prefetched.values() if d is not None)
         try:
             for key in keys:
                 path = self._path(definition, key, ".safetensors")
@@ -133,7 +139,8 @@ class SignedReferenceCache(ReferenceCache):
             if self.key is None or not paths:
                 return
             with ThreadPoolExecutor(max_workers=min(VERIFY_THREADS, len(paths))) as pool:
-                for path, data in zip(paths, pool.map(self._read_verified, paths), strict=True):
+                for path, data in zip(paths, pool.map(self._read_unless_cancelled, paths),
+                                      strict=True):
                     self._prefetched[path] = data
         except Exception as err:  # only a head start: the loads read the files themselves
             log.warning("prefetching cached references failed (%s)", err)
@@ -143,6 +150,9 @@ class SignedReferenceCache(ReferenceCache):
         if path in self._prefetched:
             return self._prefetched.pop(path)
         return self._read_verified(path)
+
+    def _read_unless_cancelled(self, path: Path) -> bytearray | None:
+        return None if self._cancel.is_set() else self._read_verified(path)
 
     def _read_verified(self, path: Path) -> bytearray | None:
         """The file's bytes if its signature verifies, else None (thread-safe: no state)."""

@@ -5,7 +5,7 @@ Three roles, one module, so the rules of who may decide what live in one place:
 * :class:`RemoteChecker` (worker side, untrusted process): instead of comparing against
   reference outputs it does not have, the worker checks the structure of the outputs against
   the definition (shapes, dtypes: a failure there only hurts the solution itself), sends the
-  outputs as bytes and waits for the verdict.
+  outputs as bytes and later reads the verdict (checks are pipelined, verdicts read in order).
 * :class:`JudgeServer` (judge process: kit code only, never a solution): generates the same
   inputs from the seed, computes (or loads from the signed cache) the reference outputs,
   compares, and times the reference. Reference outputs never leave this process.
@@ -47,8 +47,11 @@ class RemoteChecker:
 
     :meth:`submit` pipelines: it sends the outputs now and returns a function that waits for
     the verdict, so the worker makes its next call while the parent and the judge work.
-    Verdicts come back in the order the requests were sent.
+    Verdicts come back in the order the requests were sent; at most ``MAX_IN_FLIGHT`` are
+    awaited at once, so the parent's verdicts always fit in the socket's buffer.
     """
+
+    MAX_IN_FLIGHT = 8
 
     def __init__(self, send: Any, receive: Any) -> None:
         self.send = send  # send(header, blob): one check request to the parent
@@ -77,6 +80,8 @@ class RemoteChecker:
             result = CheckResult(EvaluationStatus.INCORRECT_SHAPE, None, str(err))
             return lambda: result
         ticket: dict = {}
+        while len(self._waiting) >= self.MAX_IN_FLIGHT:
+            self._waiting.popleft()["verdict"] = self.receive()
         self.send(
             {
                 "type": "check",
@@ -195,7 +200,8 @@ class JudgeServer:
 
     The first check of a workload runs the Evaluator's reference pass (outputs of every set a
     run may check, disk-cached and signed, and the reference latency from the same calls)
-    while the worker waits for the verdict, so the two never compete for the device.
+    while the worker waits for that verdict alone, so the two never compete for the device;
+    :meth:`announce` only reads and verifies files ahead of it, on the CPU.
     """
 
     def __init__(self, evaluator: Any) -> None:
@@ -339,10 +345,18 @@ class TaskLedger:
 
     num_input_sets: int
     num_trials: int
+    requests: int = 0  # check requests relayed
     checked_sets: set[int] = field(default_factory=set)
     timed_checks: int = 0
     first: dict | None = None  # the verdict on input set 0 (its correctness is reported)
     failure: dict | None = None  # the first failing verdict
+
+    def admit(self) -> None:
+        """Count a check request; WireError past what a run makes (the checked sets, then the
+        last and one sampled call per trial): a worker flooding the judge is malformed."""
+        self.requests += 1
+        if self.requests > self.num_input_sets + 2 * self.num_trials:
+            raise WireError("malformed check request (more checks than the run makes)")
 
     def record(self, header: dict, verdict: dict) -> None:
         if verdict["status"] != EvaluationStatus.PASSED:

@@ -240,6 +240,7 @@ class WorkerHandle:
                         on_phase(phase)
                 elif kind == "check" and judge is not None:
                     request = validate_check(header, blob, n_outputs)
+                    ledger.admit()
                     phase = "check (judge)"
                     verdict = judge.check(task, request, blob, deadline)
                     ledger.record(request, verdict)
@@ -254,8 +255,6 @@ class WorkerHandle:
                         n_sets = report["extra"].get("num_input_sets", 1)
                         n_sets = n_sets if isinstance(n_sets, int) else 1
                         latency = judge.latency(task, max(1, min(n_sets, 4096)), deadline)
-                    if judge is not None:
-                        judge.forget()
                     if judge is None and self.trusted:
                         return _trusted_result(task.task_id, report)
                     result = final_result(task.task_id, report, ledger, latency)
@@ -271,6 +270,9 @@ class WorkerHandle:
         except JudgeFailed as err:
             self.kill()
             return EvalResult(task.task_id, err.status, clip_text(str(err)))
+        finally:
+            if judge is not None:
+                judge.forget()  # however the task ended: the judge drops its state and prefetch
 
     def _receive(self, deadline: float, max_blob: int = 0) -> tuple[dict, bytes]:
         """Next frame; _Timeout at the deadline; WorkerDied if the process ended."""

@@ -174,7 +174,7 @@ def measure(
     """Time ``call(i)`` for i = 0, 1, ... with ``prepare(i)`` before each (untimed).
 
     ``after_trial(trial, last_index)`` runs after each trial (outside timing): the engine
-    re-checks the outputs of the last timed call there. With the profiler, ``one_session``
+    keeps copies of the outputs it re-checks there (checked after the last trial). With the profiler, ``one_session``
     records every trial in one profiler session read once at the end (its start, stop and
     read-out cost more than a small kernel's whole trial); False gives each trial its own
     session, as before, for side-by-side comparison.

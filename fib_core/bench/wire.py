@@ -201,6 +201,12 @@ def encode_values(values: Sequence[Any]) -> tuple[list[dict], list[memoryview]]:
     specs: list[dict] = []
     chunks: list[memoryview] = []
     for value in values:
+        if isinstance(value, torch.Tensor) and type(value) is not torch.Tensor:
+            # A subclass could compute its bytes when read, after the timed call returned.
+            raise TypeError(
+                f"an output of type {type(value).__name__} cannot be checked (return a plain "
+                "torch.Tensor)"
+            )
         if isinstance(value, torch.Tensor):
             name = str(value.dtype).removeprefix("torch.")
             if name not in ITEMSIZE:

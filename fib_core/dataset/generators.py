@@ -164,17 +164,27 @@ def indexer_packed_key_cache(
     Per page: page_size * dim FP8 (e4m3) bytes, token-major, then page_size float32 scales.
     Keys are N(0, 1) quantised per token with scale = amax / 448, so every byte decodes to a
     finite value and fp8 * scale reproduces the key to FP8 precision.
+
+    A timed run makes one such cache per timed call (about 100 MB for the contest's 11923
+    pages), so this works in bfloat16 (already finer than FP8) and writes both parts in place:
+    about a third of the memory traffic of float32 keys, a scratch page and a concatenation.
     """
     width = dim + 4
     out = torch.empty((num_pages, page_size * width), dtype=torch.uint8, device=device)
+    values = out[:, : page_size * dim].view(torch.float8_e4m3fn)
+    scales_out = out[:, page_size * dim :].view(torch.float32)  # rows start 4-byte aligned
     for start in range(0, num_pages, chunk_pages):
         count = min(chunk_pages, num_pages - start)
-        keys = _normal((count, page_size, dim), gen)
-        scales = keys.abs().amax(dim=-1, keepdim=True).clamp_min(1e-6) / FP8_MAX
-        values = (keys / scales).to(torch.float8_e4m3fn).view(torch.uint8)
-        scale_bytes = scales.reshape(count, page_size).contiguous().view(torch.uint8)
-        page = torch.cat([values.reshape(count, -1), scale_bytes.reshape(count, -1)], dim=1)
-        out[start : start + count] = page.to(device)
+        keys = torch.randn(
+            (count, page_size, dim), generator=gen, device=gen.device, dtype=torch.bfloat16
+        )
+        scales = torch.linalg.vector_norm(
+            keys, ord=math.inf, dim=-1, keepdim=True, dtype=torch.float32
+        )
+        scales.clamp_min_(1e-6).div_(FP8_MAX)
+        keys.div_(scales)  # |value| <= 448, the largest FP8 magnitude: never rounds past it
+        values[start : start + count].copy_(keys.reshape(count, -1))
+        scales_out[start : start + count].copy_(scales.reshape(count, page_size))
     return out.view(torch.int8).reshape(num_pages, page_size, 1, width)
 
 

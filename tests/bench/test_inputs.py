@@ -208,3 +208,23 @@ def test_the_timing_only_sets_are_made_in_a_thread_and_equal_the_seeded_sets(
     prep = ev._prepare(toy_definition, workload, cfg, None)
     with pytest.raises(_Failed, match="inputs: set .* cannot be made"):
         prep.complete()
+
+
+def test_the_generator_fingerprint_covers_the_shared_helpers(monkeypatch):
+    """Cached references are keyed by the generator's fingerprint: a change in a shared helper
+    of fib_core.dataset.generators (which the definition's own generate() calls) must change
+    it, or a warm run would compare against outputs of other inputs."""
+    import inspect
+
+    from fib_core.dataset import generators
+
+    name = "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64"
+    before = inputs_mod.generator_fingerprint(name)
+    real = inspect.getsource
+
+    def edited(obj):
+        text = real(obj)
+        return text + "\n# a helper draws other numbers now\n" if obj is generators else text
+
+    monkeypatch.setattr(inspect, "getsource", edited)
+    assert inputs_mod.generator_fingerprint(name) != before

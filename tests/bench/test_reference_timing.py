@@ -202,3 +202,27 @@ def test_the_judge_prefetches_a_task_it_is_told_of_and_forgets_it_after(
     assert verdicts(task(2)) == ["PASSED", "INCORRECT_NUMERICAL"]
     judge.forget()
     assert judge.evaluator.ref_cache._prefetched == {}
+
+
+def test_a_broken_context_after_an_earlier_wrong_set_still_retires_the_worker(
+    monkeypatch, tmp_path, toy_definition, toy_workloads, toy_solution_json
+):
+    """Set 1 wrong, then the call on set 2 breaks the CUDA context: the verdict is set 1's
+    (checked in order), and the result still asks for a new worker."""
+    from fib_core.bench.protocol import EvalTask
+
+    monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path))
+    ev = Evaluator("cpu", EnvironmentInfo(device_kind="cpu", hardware="cpu"))
+    monkeypatch.setattr(ev, "_cuda_broken", lambda: True)
+    cfg = BenchmarkConfig(device="cpu", warmup_runs=1, iterations=3, num_trials=2)
+    task = EvalTask(
+        1,
+        toy_definition.to_dict(),
+        toy_solution_json("wrong_then_raises"),
+        toy_workloads[0].to_dict(),
+        cfg,
+        None,
+    )
+    result = ev.evaluate(task)
+    assert result.status.value == "INCORRECT_NUMERICAL" and "input set 1" in result.log
+    assert result.fatal

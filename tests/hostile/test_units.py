@@ -278,3 +278,62 @@ def test_a_background_prefetch_is_waited_for_and_a_later_store_wins(tmp_path, mo
     cache.prefetch_in_background(definition, ["k0"])
     cache.forget_prefetched()
     assert cache._prefetched == {} and cache._pending is None
+
+
+def test_pipelined_checks_keep_few_in_flight_and_match_verdicts_in_order():
+    """A worker sends its checks ahead but never has more than MAX_IN_FLIGHT unread verdicts
+    (the parent's verdicts then always fit in the socket buffer), and each check gets its own
+    verdict however the waits interleave; drain reads what nobody waited for."""
+    from types import SimpleNamespace
+
+    from fib_core.bench.judge import RemoteChecker
+
+    sent: list[int] = []
+    replies: list[dict] = []
+    peak = [0]
+
+    def send(header, blob):
+        sent.append(header["set"])
+        peak[0] = max(peak[0], len(sent) - len(replies))
+
+    def receive():
+        k = sent[len(replies)]
+        replies.append({"status": "PASSED" if k % 2 else "INCORRECT_NUMERICAL", "message": str(k)})
+        return replies[-1]
+
+    checker = RemoteChecker(send, receive)
+    definition = SimpleNamespace(
+        output_names=["o"], outputs={"o": SimpleNamespace(dtype="float32")},
+        output_shapes=lambda axes: {"o": (2,)},
+    )
+    prep = SimpleNamespace(sets=[[torch.zeros(2)]], axes={}, total_sets=40)
+    waits = [checker.submit(definition, [torch.zeros(2)], k, prep, "set") for k in range(30)]
+    assert peak[0] <= RemoteChecker.MAX_IN_FLIGHT
+    for k in (29, 3, 17, 0):
+        got = waits[k]()
+        assert got.message == str(k) and got.passed == bool(k % 2)
+    checker.drain()
+    assert len(replies) == 30 and not checker._waiting
+
+
+def test_the_parent_refuses_more_checks_than_a_run_makes():
+    from fib_core.bench.wire import WireError
+
+    ledger = TaskLedger(num_input_sets=4, num_trials=3)
+    for _ in range(4 + 2 * 3):
+        ledger.admit()
+    with pytest.raises(WireError, match="more checks than the run makes"):
+        ledger.admit()
+
+
+def test_a_tensor_subclass_output_is_refused_not_read():
+    """A subclass could compute its bytes when the judge's copy reads them, after the timed
+    call returned: only plain tensors are checked."""
+
+    class Lazy(torch.Tensor):
+        pass
+
+    with pytest.raises(TypeError, match="plain torch.Tensor"):
+        encode_values([torch.zeros(3).as_subclass(Lazy)])
+    specs, _ = encode_values([torch.zeros(3)])
+    assert specs[0]["shape"] == [3]
