@@ -291,6 +291,25 @@ class OutputComparison:
         return text
 
 
+def element_failures(
+    x: torch.Tensor, y: torch.Tensor, tol: Tolerance
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(failed mask, |x - y| where both finite else 0, relative error) of float32 tensors
+    under the organizers' rule, NaN/inf aware: an element fails beyond both atol and rtol, or
+    when either side is NaN, or an inf is not matched by the same inf."""
+    import torch
+
+    nan_x, nan_y = torch.isnan(x), torch.isnan(y)
+    inf_x, inf_y = torch.isinf(x), torch.isinf(y)
+    same_inf = inf_x & inf_y & (x == y)
+    finite = torch.isfinite(x) & torch.isfinite(y)
+    diff = torch.where(finite, (x - y).abs(), torch.zeros_like(x))
+    rel = diff / (y.abs() + REL_EPS)
+    failed_mask = (diff > tol.atol) & (rel > tol.rtol)
+    failed_mask |= nan_x | nan_y | ((inf_x | inf_y) & ~same_inf)
+    return failed_mask, diff, rel
+
+
 def compare_tensor(name: str, got: torch.Tensor, want: torch.Tensor, tol: Tolerance) -> OutputComparison:
     """Element-wise comparison of one output under the organizers' rule, NaN/inf aware."""
     import torch
@@ -304,10 +323,7 @@ def compare_tensor(name: str, got: torch.Tensor, want: torch.Tensor, tol: Tolera
     inf_x, inf_y = torch.isinf(x), torch.isinf(y)
     same_inf = inf_x & inf_y & (x == y)
     finite = torch.isfinite(x) & torch.isfinite(y)
-    diff = torch.where(finite, (x - y).abs(), torch.zeros_like(x))
-    rel = diff / (y.abs() + REL_EPS)
-    failed_mask = (diff > tol.atol) & (rel > tol.rtol)
-    failed_mask |= nan_x | nan_y | ((inf_x | inf_y) & ~same_inf)
+    failed_mask, diff, rel = element_failures(x, y, tol)
     failed = int(failed_mask.sum().item())
     cmp = OutputComparison(
         name=name,

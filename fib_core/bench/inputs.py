@@ -47,6 +47,17 @@ def register_input_generator(definition_name: str) -> Callable[[GeneratorFn], Ge
     ``axes`` holds every axis value (const and var). The returned tensors replace the random
     ones of the same names; inputs given as scalars or safetensors in the workload are kept.
     Registering again for the same name replaces the previous generator.
+
+    A generator that also takes a ``wanted`` keyword gets the set of input names it may
+    produce for this workload (the others come from the workload itself) and may skip making
+    the rest: a timed run makes one input set per timed call, so work thrown away adds up.
+
+        @register_input_generator("my_op")
+        def make(definition, axes, gen, device, wanted=frozenset()):
+            out = {"x": torch.randn(axes["n"], generator=gen, device=device)}
+            if "lengths" in wanted:
+                out["lengths"] = torch.full((axes["b"],), axes["n"], device=device)
+            return out
     """
 
     def decorator(fn: GeneratorFn) -> GeneratorFn:
@@ -272,6 +283,16 @@ def _scalar_value(value: Any, shape: tuple[int, ...] | None, dtype_name: str, de
     return torch.full(shape, value, dtype=torch_dtype(dtype_name), device=device)
 
 
+def _takes_wanted(fn: Callable[..., Any]) -> bool:
+    """Whether a generator accepts the ``wanted`` keyword (see register_input_generator)."""
+    import inspect
+
+    try:
+        return "wanted" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def _structured_inputs(
     definition: Definition,
     workload: Workload,
@@ -282,7 +303,18 @@ def _structured_inputs(
     fn = input_generator_for(definition.name)
     if fn is None:
         return {}
-    produced = fn(definition, all_axes(definition, workload), gen, device)
+    axes = all_axes(definition, workload)
+    if _takes_wanted(fn):
+        from fib_core.data.workload import RandomInput
+
+        wanted = frozenset(
+            name
+            for name in definition.inputs
+            if workload.inputs.get(name) is None or isinstance(workload.inputs[name], RandomInput)
+        )
+        produced = fn(definition, axes, gen, device, wanted=wanted)
+    else:
+        produced = fn(definition, axes, gen, device)
     if not isinstance(produced, dict):
         raise InputError(
             f"input generator of {definition.name!r} returned {type(produced).__name__}; "

@@ -228,3 +228,32 @@ def test_the_generator_fingerprint_covers_the_shared_helpers(monkeypatch):
 
     monkeypatch.setattr(inspect, "getsource", edited)
     assert inputs_mod.generator_fingerprint(name) != before
+
+
+def test_a_generator_that_takes_wanted_is_told_which_inputs_come_from_the_workload():
+    """Inputs the workload gives (scalars, blobs) are not wanted from the generator, so it can
+    skip making them; one without the keyword is called as before."""
+    d = _def(
+        {"lens": {"shape": ["n"], "dtype": "int32"}, "x": {"shape": ["n"], "dtype": "float32"}},
+        name="t_wanted",
+    )
+    seen = []
+
+    @register_input_generator("t_wanted")
+    def make(definition, axes, gen, device, wanted=frozenset()):
+        seen.append(set(wanted))
+        out = {"x": torch.zeros(axes["n"])}
+        if "lens" in wanted:
+            out["lens"] = torch.ones(axes["n"], dtype=torch.int32)
+        return out
+
+    lens, x = generate_inputs(
+        d, _wl({"lens": {"type": "scalar", "value": 3}, "x": {"type": "random"}}), seed=0,
+        device="cpu", dataset_root=None,
+    )
+    assert seen[-1] == {"x"} and torch.equal(lens, torch.full((5,), 3, dtype=torch.int32))
+    lens, x = generate_inputs(
+        d, _wl({"lens": {"type": "random"}, "x": {"type": "random"}}), seed=0, device="cpu",
+        dataset_root=None,
+    )
+    assert seen[-1] == {"lens", "x"} and torch.equal(lens, torch.ones(5, dtype=torch.int32))
