@@ -11,7 +11,9 @@ from the definition's evaluation-settings file), twice: first with a fresh ``FIB
 cache warm. Printed per definition: workloads, cold and warm wall time, the GPU time the
 solution's timed calls account for (latency x calls), the harness's share of the warm run,
 and the warm run's per-phase breakdown. ``--compare-timing`` adds a third, warm run timed the
-previous way (one profiler session per trial) and prints verdicts and latencies side by side.
+previous way (one profiler session per trial) and prints verdicts and latencies side by side,
+and a fourth with the current timing again, whose count of latencies within spread says how
+much two runs of one method already differ.
 
 ``--quick`` runs on the CPU in seconds: the definition's own reference packed as a Python
 solution, on one quick workload, so the cache and phase accounting are exercised anywhere.
@@ -260,17 +262,22 @@ def bench_definition(definition: str, args: argparse.Namespace, scratch: Path) -
     if args.compare_timing:
         old = _run(cfg, opts, args.gpus, cache, {"profiler_one_session": False}, "old-timing")
         same, within, lines = _compare(_verdicts(old["traces"]), _verdicts(warm["traces"]))
+        # The same method again, in a new process: how far two runs of one method already
+        # drift apart (buffer placement, clocks) beyond a run's own spread.
+        again = _run(cfg, opts, args.gpus, cache, None, "warm-again")
+        _, within_again, _ = _compare(_verdicts(warm["traces"]), _verdicts(again["traces"]))
         n = len(warm["traces"])
         print(f"  previous timing (a profiler session per trial): {old['wall_s']:.1f} s warm")
         print(
             f"  verdicts identical {same}/{n}; latencies within the previous run's spread "
-            f"{within}/{n}"
+            f"{within}/{n} (two runs of the current timing: {within_again}/{n})"
         )
         print("\n".join(lines))
         result["previous_timing"] = {
             "warm_s": round(old["wall_s"], 2),
             "same_verdicts": same,
             "within_spread": within,
+            "same_method_within_spread": within_again,
         }
     return result
 

@@ -5,8 +5,12 @@ format's own serialisation, so nothing the schema caches in memory (compiled con
 has to be picklable. Results carry the status as the ``EvaluationStatus`` member (a ``str``
 enum: a plain string given by older code is converted) and the metrics as dicts.
 
-Worker -> parent: ``("ready", info)``, ``("phase", task_id, name)``, ``("result", EvalResult)``.
-Parent -> worker: ``("eval", EvalTask)``, ``("close",)``.
+Worker -> parent: ``ready``, ``phase``, ``check`` (outputs to judge, several may be in flight,
+answered in order) and ``result`` frames (:mod:`fib_core.bench.wire`; validated field by field).
+Parent -> worker: ``("eval", EvalTask)``, ``("verdict", dict)``, ``("close",)``.
+Parent -> judge: ``("task", EvalTask)`` when a task starts (no reply: the judge prefetches),
+``("check", ...)``, ``("latency", ...)``, ``("forget",)``, ``("close",)``
+(:mod:`fib_core.bench.judge`).
 """
 
 from __future__ import annotations
