@@ -111,9 +111,14 @@ class _Prepared:
             self.rotating = _rotating(self.sets)
 
     def settle(self) -> None:
-        """Wait for the input thread of an evaluation that ended early (nothing outlives it)."""
+        """Wait for the input thread of an evaluation that ended early (nothing outlives it);
+        its sets and its error are no longer wanted."""
         more, self.more = self.more, None
-        _wait_quietly(more)
+        if more is not None:
+            try:
+                more()
+            except BaseException:
+                pass
 
 
 class Evaluator:
@@ -808,15 +813,6 @@ def _in_thread(work: Callable[[], list]) -> Callable[[], list]:
         return box["result"]
 
     return wait
-
-
-def _wait_quietly(wait: Callable[[], list] | None) -> None:
-    """Wait for an input thread whose sets are no longer wanted (its error too)."""
-    if wait is not None:
-        try:
-            wait()
-        except BaseException:
-            pass
 
 
 _KIT_DIR = str(Path(__file__).resolve().parents[1])

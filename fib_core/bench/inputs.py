@@ -12,6 +12,7 @@ supplies such inputs; it overrides the random ones, never an explicit scalar or 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import sys
 from collections.abc import Callable
@@ -86,8 +87,13 @@ def generator_fingerprint(definition_name: str) -> str:
     must make every cached reference of that definition stale, not serve the old ones.
     """
     fn = input_generator_for(definition_name)
-    if fn is None:
-        return "none"
+    return "none" if fn is None else _source_hash(fn)
+
+
+@functools.lru_cache(maxsize=64)
+def _source_hash(fn: Callable[..., Any]) -> str:
+    """:func:`generator_fingerprint` of one generator function (sources do not change while a
+    process runs; the judge asks for it for every cached set of every workload)."""
     import inspect
 
     from fib_core.dataset import generators

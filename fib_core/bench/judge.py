@@ -210,6 +210,7 @@ class JudgeServer:
         self.evaluator = evaluator
         evaluator.ref_cache = SignedReferenceCache(ensure_key())
         self.state: _TaskState | None = None
+        self._announced: tuple[int, Any, Any] | None = None  # (task id, definition, workload)
 
     def announce(self, task: Any) -> None:
         """A task has started in the worker: read and verify the cached reference outputs of
@@ -226,6 +227,7 @@ class JudgeServer:
 
         definition = Definition.from_dict(task.definition)
         workload = Workload.from_dict(task.workload)
+        self._announced = (task.task_id, definition, workload)  # parsed once per task
         cfg = task.config
         keys = [
             reference_key(
@@ -243,8 +245,11 @@ class JudgeServer:
         from fib_core.data.definition import Definition
         from fib_core.data.workload import Workload
 
-        definition = Definition.from_dict(task.definition)
-        workload = Workload.from_dict(task.workload)
+        if self._announced is not None and self._announced[0] == task.task_id:
+            _, definition, workload = self._announced
+        else:
+            definition = Definition.from_dict(task.definition)
+            workload = Workload.from_dict(task.workload)
         cfg = task.config
         blob_cache: dict = {}
         device = self.evaluator.device

@@ -227,7 +227,11 @@ def test_the_generator_fingerprint_covers_the_shared_helpers(monkeypatch):
         return text + "\n# a helper draws other numbers now\n" if obj is generators else text
 
     monkeypatch.setattr(inspect, "getsource", edited)
-    assert inputs_mod.generator_fingerprint(name) != before
+    inputs_mod._source_hash.cache_clear()  # computed once per process otherwise
+    try:
+        assert inputs_mod.generator_fingerprint(name) != before
+    finally:
+        inputs_mod._source_hash.cache_clear()
 
 
 def test_a_generator_that_takes_wanted_is_told_which_inputs_come_from_the_workload():
