@@ -76,7 +76,7 @@ class _Prepared:
     sets: list[list]  # pristine input sets
     refs: dict[int, list]  # reference outputs of the sets computed so far
     working: list  # the buffers the solution is called with
-    rotating: list[int]  # indices of inputs whose content differs between sets
+    rotating: list[int]  # inputs whose content differs between sets (set by complete())
     axes: dict[str, int]  # the workload's var-axis values
     notes: list[str] = field(default_factory=list)
     compute_ref: Callable[[int], list] | None = None  # reference of set k, on demand
@@ -99,8 +99,9 @@ class _Prepared:
         return self.refs[k]
 
     def complete(self) -> None:
-        """Add the timing-only sets once their thread is done (before timing starts)."""
-        self.start_more()  # not started if the correctness run checked no set
+        """Before timing: add the timing-only sets once their thread is done, and find the
+        inputs whose content differs between sets (recopied before each timed call)."""
+        self.start_more()  # a no-op once the correctness run has started it
         if self.more is not None:
             more, self.more = self.more, None
             try:
@@ -108,7 +109,7 @@ class _Prepared:
             except Exception as err:  # as when the sets were made in the main thread
                 text = str(err) if isinstance(err, FibError) else f"{type(err).__name__}: {err}"
                 raise _Failed(EvaluationStatus.RUNTIME_ERROR, f"inputs: {text}") from None
-            self.rotating = _rotating(self.sets)
+        self.rotating = _rotating(self.sets)
 
     def settle(self) -> None:
         """Wait for the input thread of an evaluation that ended early (nothing outlives it);
@@ -304,7 +305,7 @@ class Evaluator:
             sets,
             refs,
             clone_args(sets[0]),
-            _rotating(sets),
+            [],
             dict(workload.axes),
             notes,
             compute_ref,

@@ -43,7 +43,7 @@ ESSENTIAL_EXTRAS = ("seed", "device", "solution_hash", "runner", "timing", "num_
 
 
 class RemoteChecker:
-    """``check(definition, outputs, set_index, prep, label) -> CheckResult`` via the judge.
+    """The worker's checks, decided by the judge.
 
     :meth:`submit` pipelines: it sends the outputs now and returns a function that waits for
     the verdict, so the worker makes its next call while the parent and the judge work.
@@ -57,11 +57,6 @@ class RemoteChecker:
         self.send = send  # send(header, blob): one check request to the parent
         self.receive = receive  # receive() -> the next verdict dict
         self._waiting: deque[dict] = deque()  # sent, verdict not received yet
-
-    def __call__(
-        self, definition: Any, outputs: Sequence, set_index: int, prep: Any, label: str
-    ) -> Any:
-        return self.submit(definition, outputs, set_index, prep, label)()
 
     def submit(
         self, definition: Any, outputs: Sequence, set_index: int, prep: Any, label: str
