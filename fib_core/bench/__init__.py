@@ -29,8 +29,11 @@ Benchmark(trace_set, log_level="INFO"); bench.run(config); bench.flush()`` or
   ``WorkloadFinished(trace, index, total)``, ``WorkloadSkipped(uuid, solution, index, total)``,
   ``Log(message, level)``.
 - Inputs (:mod:`.inputs`): ``generate_inputs(definition, workload, *, seed, device,
-  dataset_root, input_set=0, blob_cache=None) -> list``; ``register_input_generator(name)``
-  decorating ``fn(definition, axes, gen, device) -> dict[str, Tensor]``.
+  dataset_root, input_set=0, blob_cache=None) -> list``; ``generate_timing_sets(definition,
+  workload, *, seed, device, dataset_root, first, count) -> list[list]`` (sets that are timed,
+  never checked: drawn many at once when the generator takes ``sets``);
+  ``register_input_generator(name)`` decorating ``fn(definition, axes, gen, device) ->
+  dict[str, Tensor]``.
 - Correctness (:mod:`.check`): ``Tolerance``, ``resolve_tolerance(definition, config)``
   (defaults -> op_type -> definition ``"tolerance": {...}`` key -> config), ``check_outputs``,
   ``CheckResult(status, correctness, message)``, ``register_checker(name)`` (a definition name
@@ -70,6 +73,7 @@ __all__ = [
     "WorkloadStarted",
     "check_outputs",
     "generate_inputs",
+    "generate_timing_sets",
     "register_checker",
     "register_input_generator",
     "resolve_tolerance",
@@ -83,6 +87,7 @@ _LAZY = {
     "register_checker": "fib_core.bench.check",
     "resolve_tolerance": "fib_core.bench.check",
     "generate_inputs": "fib_core.bench.inputs",
+    "generate_timing_sets": "fib_core.bench.inputs",
     "register_input_generator": "fib_core.bench.inputs",
 }
 

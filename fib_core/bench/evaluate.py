@@ -31,7 +31,7 @@ from fib_core.bench.check import (
 )
 from fib_core.bench.config import BenchmarkConfig
 from fib_core.bench.environment import EnvironmentInfo
-from fib_core.bench.inputs import generate_inputs
+from fib_core.bench.inputs import generate_inputs, generate_timing_sets
 from fib_core.bench.phases import PhaseClock
 from fib_core.bench.protocol import EvalResult, EvalTask
 from fib_core.bench.reference import (
@@ -273,7 +273,19 @@ class Evaluator:
             sets += [make(k) for k in range(1, early)]
         except FibError as err:
             raise _Failed(EvaluationStatus.RUNTIME_ERROR, f"inputs: {err}") from None
-        make_more = (lambda: [make(k) for k in range(early, wanted)]) if early < wanted else None
+
+        def make_more() -> list:
+            return generate_timing_sets(
+                definition,
+                workload,
+                seed=cfg.seed,
+                device=self.device,
+                dataset_root=root,
+                first=early,
+                count=wanted - early,
+                blob_cache=blob_cache,
+            )
+
         failed = definition.check_constraints(
             workload.axes, dict(zip(definition.input_names, sets[0], strict=True))
         )
@@ -311,7 +323,7 @@ class Evaluator:
             compute_ref,
             latency,
             total_sets=wanted,
-            make_more=make_more,
+            make_more=make_more if early < wanted else None,
         )
 
     @contextmanager

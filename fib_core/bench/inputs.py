@@ -53,6 +53,12 @@ def register_input_generator(definition_name: str) -> Callable[[GeneratorFn], Ge
     produce for this workload (the others come from the workload itself) and may skip making
     the rest: a timed run makes one input set per timed call, so work thrown away adds up.
 
+    A generator that also takes a ``sets`` keyword can make many input sets in one call: given
+    ``sets=n`` it returns every tensor with an extra leading axis of ``n`` (set ``j`` is
+    ``tensor[j]``). The engine uses it only for the sets a run times but never checks
+    (:func:`generate_timing_sets`), where one call replaces ``n`` calls of a few dozen small
+    launches each; without the keyword those sets are made one by one.
+
         @register_input_generator("my_op")
         def make(definition, axes, gen, device, wanted=frozenset()):
             out = {"x": torch.randn(axes["n"], generator=gen, device=device)}
@@ -232,7 +238,6 @@ def generate_inputs(
     the same in every set); ``blob_cache`` lets several sets share one loaded blob tensor.
     """
     from fib_core.bench.memory_budget import check_fits
-    from fib_core.data.workload import RandomInput, SafetensorsInput, ScalarInput
 
     if input_set == 0:
         check_fits(definition, workload, device)
@@ -240,23 +245,106 @@ def generate_inputs(
     gen = make_generator(seed, workload.uuid, device, input_set)
     structured = _structured_inputs(definition, workload, gen, device, shapes)
     cache = blob_cache if blob_cache is not None else {}
-    values: list = []
+    return _assemble(definition, workload, shapes, structured, gen, device, dataset_root, cache)
+
+
+def generate_timing_sets(
+    definition: Definition,
+    workload: Workload,
+    *,
+    seed: int,
+    device: str,
+    dataset_root: str | Path | None,
+    first: int,
+    count: int,
+    blob_cache: dict | None = None,
+    chunk_bytes: int = 256 << 20,
+) -> list[list]:
+    """Input sets ``first .. first+count-1`` of a run that are timed and never checked.
+
+    Their contents only have to differ from every other set's (so a kernel replaying results
+    by input content gains nothing) and follow the inputs' distributions; no reference is ever
+    computed for them. When the definition's generator takes the ``sets`` keyword, sets are
+    drawn many at a time (up to ``chunk_bytes`` of tensors per draw) from one generator seeded
+    from (seed, workload, first set of the draw), and each set's tensors are views of the
+    draw's; otherwise each set is :func:`generate_inputs`'s, one by one.
+
+    Example (the sets a 10-warm-up, 3x50-iteration run times after its 10 checked ones)::
+
+        more = generate_timing_sets(definition, workload, seed=0, device="cuda",
+                                    dataset_root=None, first=10, count=150)
+    """
+    fn = input_generator_for(definition.name)
+    cache = blob_cache if blob_cache is not None else {}
+    if count <= 0:
+        return []
+    if fn is None or not _takes(fn, "sets"):
+        return [
+            generate_inputs(definition, workload, seed=seed, device=device,
+                            dataset_root=dataset_root, input_set=first + j, blob_cache=cache)
+            for j in range(count)
+        ]
+    shapes = definition.input_shapes(workload.axes)
+    per_set = _set_bytes(definition, shapes)
+    step = max(1, min(count, chunk_bytes // max(per_set, 1)))
+    out: list[list] = []
+    for start in range(0, count, step):
+        n = min(step, count - start)
+        gen = make_generator(seed, f"{workload.uuid}|timing", device, first + start)
+        structured = _structured_inputs(definition, workload, gen, device, shapes, sets=n)
+        out += _assemble(
+            definition, workload, shapes, structured, gen, device, dataset_root, cache, sets=n
+        )
+    return out
+
+
+def _set_bytes(definition: Definition, shapes: dict[str, tuple[int, ...] | None]) -> int:
+    """Bytes of one input set's tensors (what a draw of many sets holds per set)."""
+    import math
+
+    from fib_core.data.dtypes import TORCH_ELEMENT_BYTES
+
+    total = 0
+    for name, spec in definition.inputs.items():
+        shape = shapes[name]
+        if shape is not None:
+            total += math.prod(shape) * TORCH_ELEMENT_BYTES.get(spec.dtype, 4)
+    return total
+
+
+def _assemble(
+    definition: Definition,
+    workload: Workload,
+    shapes: dict[str, tuple[int, ...] | None],
+    structured: dict[str, Any],
+    gen: Any,
+    device: str,
+    dataset_root: str | Path | None,
+    cache: dict,
+    sets: int | None = None,
+) -> Any:
+    """The positional inputs in the definition's order: one set (``sets`` None) or a list of
+    ``sets`` sets, whose random and structured tensors are views of one draw each."""
+    from fib_core.data.workload import RandomInput, SafetensorsInput, ScalarInput
+
+    n = 1 if sets is None else sets
+    columns: list[list] = []  # per input: its value in each set
     for name, spec in definition.inputs.items():
         source = workload.inputs.get(name)
         shape = shapes[name]
         if source is None:
             if name in structured:
-                values.append(structured[name])
+                columns.append(_split(structured[name], sets))
                 continue
             if spec.optional:
-                values.append(None)
+                columns.append([None] * n)
                 continue
             raise InputError(
                 f"workload {workload.uuid}: no entry for input {name!r} of definition "
                 f"{definition.name!r}; add it to the workload's inputs"
             )
         if isinstance(source, ScalarInput):
-            values.append(_scalar_value(source.value, shape, spec.dtype, device))
+            columns.append([_scalar_value(source.value, shape, spec.dtype, device)] * n)
         elif isinstance(source, SafetensorsInput):
             key = (source.path, source.tensor_key)
             if key not in cache:
@@ -266,17 +354,27 @@ def generate_inputs(
                     raise InputError(f"input {name!r}: {err}") from None
                 loaded = load_blob_tensor(name, path, source.tensor_key, shape, spec.dtype)
                 cache[key] = loaded.to(device) if hasattr(loaded, "to") else loaded
-            values.append(cache[key])
+            columns.append([cache[key]] * n)
         elif isinstance(source, RandomInput):
             if name in structured:
-                values.append(structured[name])
+                columns.append(_split(structured[name], sets))
             elif shape is None:
-                values.append(random_scalar(spec.dtype, gen))
+                columns.append([random_scalar(spec.dtype, gen) for _ in range(n)])
             else:
-                values.append(random_tensor(shape, spec.dtype, gen, device))
+                lead = () if sets is None else (sets,)
+                columns.append(_split(random_tensor((*lead, *shape), spec.dtype, gen, device), sets))
         else:  # pragma: no cover - the schema admits only the three kinds
             raise InputError(f"workload {workload.uuid}: input {name!r} has unknown kind {source!r}")
-    return values
+    rows = [list(values) for values in zip(*columns, strict=True)] if columns else [[]] * n
+    return rows[0] if sets is None else rows
+
+
+def _split(value: Any, sets: int | None) -> list:
+    """One set's value (``sets`` None) or the ``sets`` views along a draw's leading axis (a
+    scalar's values, given as a list)."""
+    if sets is None:
+        return [value]
+    return list(value.unbind(0)) if hasattr(value, "unbind") else list(value)
 
 
 def _scalar_value(value: Any, shape: tuple[int, ...] | None, dtype_name: str, device: str) -> Any:
@@ -289,12 +387,14 @@ def _scalar_value(value: Any, shape: tuple[int, ...] | None, dtype_name: str, de
     return torch.full(shape, value, dtype=torch_dtype(dtype_name), device=device)
 
 
-def _takes_wanted(fn: Callable[..., Any]) -> bool:
-    """Whether a generator accepts the ``wanted`` keyword (see register_input_generator)."""
+@functools.lru_cache(maxsize=256)
+def _takes(fn: Callable[..., Any], keyword: str) -> bool:
+    """Whether a generator accepts ``keyword`` (``wanted``, ``sets``: see
+    register_input_generator); asked for every input set, so the answer is kept."""
     import inspect
 
     try:
-        return "wanted" in inspect.signature(fn).parameters
+        return keyword in inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False
 
@@ -305,22 +405,24 @@ def _structured_inputs(
     gen: Any,
     device: str,
     shapes: dict[str, tuple[int, ...] | None],
+    sets: int | None = None,
 ) -> dict[str, Any]:
+    """The generator's inputs, checked against the definition (``sets``: many sets at once,
+    each value with a leading axis of that size; see register_input_generator)."""
     fn = input_generator_for(definition.name)
     if fn is None:
         return {}
     axes = all_axes(definition, workload)
-    if _takes_wanted(fn):
+    keywords: dict[str, Any] = {} if sets is None else {"sets": sets}
+    if _takes(fn, "wanted"):
         from fib_core.data.workload import RandomInput
 
-        wanted = frozenset(
+        keywords["wanted"] = frozenset(
             name
             for name in definition.inputs
             if workload.inputs.get(name) is None or isinstance(workload.inputs[name], RandomInput)
         )
-        produced = fn(definition, axes, gen, device, wanted=wanted)
-    else:
-        produced = fn(definition, axes, gen, device)
+    produced = fn(definition, axes, gen, device, **keywords)
     if not isinstance(produced, dict):
         raise InputError(
             f"input generator of {definition.name!r} returned {type(produced).__name__}; "
@@ -336,8 +438,15 @@ def _structured_inputs(
             )
         expected = shapes[name]
         if expected is None:
+            if sets is not None and (not isinstance(tensor, (list, tuple)) or len(tensor) != sets):
+                raise InputError(
+                    f"input generator of {definition.name!r}: scalar {name!r} must be a list of "
+                    f"{sets} values when asked for {sets} sets"
+                )
             continue
         spec = definition.inputs[name]
+        if sets is not None:
+            expected = (sets, *expected)
         if tuple(tensor.shape) != expected or dtype_name(tensor.dtype) != spec.dtype:
             raise InputError(
                 f"input generator of {definition.name!r}: {name!r} is {dtype_name(tensor.dtype)} "

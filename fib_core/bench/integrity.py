@@ -12,7 +12,9 @@ loading is lean: each file is read once into one buffer, the files of a workload
 side by side in threads (hashing releases the GIL), and tensors are views of the verified
 buffer until they move to the device. The judge starts that read when a task starts
 (:meth:`SignedReferenceCache.prefetch_in_background`), while the worker builds and makes
-inputs.
+inputs, and reads the next workload's files while the current one runs
+(:meth:`SignedReferenceCache.prefetch_upcoming`), so a warm run's first check of a workload
+rarely waits for the disk or the hash.
 """
 
 from __future__ import annotations
@@ -91,6 +93,10 @@ class SignedReferenceCache(ReferenceCache):
         self._prefetched: dict[Path, bytearray | None] = {}
         self._pending: threading.Thread | None = None
         self._cancel = threading.Event()
+        # The next workload's files, read while the current one runs (prefetch_upcoming).
+        self._upcoming: dict[Path, bytearray | None] = {}
+        self._upcoming_thread: threading.Thread | None = None
+        self._upcoming_cancel = threading.Event()
 
     def prefetch_outputs(self, definition: Any, keys: Sequence[str]) -> None:
         """Read and verify these output files side by side; :meth:`load_outputs` then uses
@@ -101,13 +107,50 @@ class SignedReferenceCache(ReferenceCache):
     def prefetch_in_background(self, definition: Any, keys: Sequence[str]) -> None:
         """:meth:`prefetch_outputs` in a thread, so the judge reads and verifies a workload's
         files while the worker builds and makes its inputs. Any later use of the cache waits
-        for it first, so nothing is read half-done."""
+        for it first, so nothing is read half-done. Files :meth:`prefetch_upcoming` already
+        read for this workload are taken over, not read again."""
         self._settle()
+        self._take_upcoming({self._path(definition, key, ".safetensors") for key in keys})
         thread = threading.Thread(
             target=self._prefetch, args=(definition, list(keys)), name="prefetch", daemon=True
         )
         self._pending = thread
         thread.start()
+
+    def prefetch_upcoming(self, definition: Any, keys: Sequence[str]) -> None:
+        """Read and verify the next workload's files in a thread that first lets the current
+        workload's prefetch finish (the current first check waits for that one); the next
+        :meth:`prefetch_in_background` takes them over. Whatever it does not take is dropped
+        then (a workload skipped, an order changed): nothing read ahead is served to another
+        workload."""
+        self._drop_upcoming()
+        current = self._pending
+
+        def run() -> None:
+            if current is not None:
+                current.join()
+            self._prefetch(definition, list(keys), self._upcoming, self._upcoming_cancel)
+
+        thread = threading.Thread(target=run, name="prefetch-next", daemon=True)
+        self._upcoming_thread = thread
+        thread.start()
+
+    def _take_upcoming(self, wanted: set[Path]) -> None:
+        thread, self._upcoming_thread = self._upcoming_thread, None
+        if thread is not None:
+            thread.join()
+        for path, data in self._upcoming.items():
+            if path in wanted and data is not None:
+                self._prefetched[path] = data
+        self._upcoming.clear()
+
+    def _drop_upcoming(self) -> None:
+        self._upcoming_cancel.set()
+        thread, self._upcoming_thread = self._upcoming_thread, None
+        if thread is not None:
+            thread.join()
+        self._upcoming_cancel.clear()
+        self._upcoming.clear()
 
     def forget_prefetched(self) -> None:
         """Drop whatever was prefetched and not loaded (the workload is over); a background
@@ -123,8 +166,16 @@ class SignedReferenceCache(ReferenceCache):
         if thread is not None:
             thread.join()
 
-    def _prefetch(self, definition: Any, keys: list[str]) -> None:
-        paths, total = [], sum(len(d) for d in self._prefetched.values() if d is not None)
+    def _prefetch(
+        self,
+        definition: Any,
+        keys: list[str],
+        into: dict[Path, bytearray | None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> None:
+        into = self._prefetched if into is None else into
+        cancel = self._cancel if cancel is None else cancel
+        paths, total = [], sum(len(d) for d in into.values() if d is not None)
         try:
             for key in keys:
                 path = self._path(definition, key, ".safetensors")
@@ -132,16 +183,19 @@ class SignedReferenceCache(ReferenceCache):
                     size = path.stat().st_size
                 except OSError:
                     continue
-                if path in self._prefetched or total + size > PREFETCH_BYTES:
+                if path in into or total + size > PREFETCH_BYTES:
                     continue  # the rest load one by one, as without a prefetch
                 paths.append(path)
                 total += size
             if self.key is None or not paths:
                 return
+
+            def read(path: Path) -> bytearray | None:
+                return None if cancel.is_set() else self._read_verified(path)
+
             with ThreadPoolExecutor(max_workers=min(VERIFY_THREADS, len(paths))) as pool:
-                for path, data in zip(paths, pool.map(self._read_unless_cancelled, paths),
-                                      strict=True):
-                    self._prefetched[path] = data
+                for path, data in zip(paths, pool.map(read, paths), strict=True):
+                    into[path] = data
         except Exception as err:  # only a head start: the loads read the files themselves
             log.warning("prefetching cached references failed (%s)", err)
 
@@ -150,9 +204,6 @@ class SignedReferenceCache(ReferenceCache):
         if path in self._prefetched:
             return self._prefetched.pop(path)
         return self._read_verified(path)
-
-    def _read_unless_cancelled(self, path: Path) -> bytearray | None:
-        return None if self._cancel.is_set() else self._read_verified(path)
 
     def _read_verified(self, path: Path) -> bytearray | None:
         """The file's bytes if its signature verifies, else None (thread-safe: no state)."""
@@ -199,7 +250,10 @@ class SignedReferenceCache(ReferenceCache):
 
     def store_outputs(self, definition: Any, key: str, outputs: Sequence) -> None:
         self._settle()
-        self._prefetched.pop(self._path(definition, key, ".safetensors"), None)
+        path = self._path(definition, key, ".safetensors")
+        self._prefetched.pop(path, None)
+        if self._upcoming_thread is not None or path in self._upcoming:
+            self._drop_upcoming()  # never read ahead what is being rewritten
         super().store_outputs(definition, key, outputs)
         self._sign(self._path(definition, key, ".safetensors"))
 

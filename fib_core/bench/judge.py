@@ -57,6 +57,9 @@ class RemoteChecker:
         self.send = send  # send(header, blob): one check request to the parent
         self.receive = receive  # receive() -> the next verdict dict
         self._waiting: deque[dict] = deque()  # sent, verdict not received yet
+        # The shared output buffer the parent gave this worker (fib_core.bench.exchange);
+        # None: outputs travel as bytes in the request.
+        self.arena: Any = None
 
     def submit(
         self, definition: Any, outputs: Sequence, set_index: int, prep: Any, label: str
@@ -69,24 +72,24 @@ class RemoteChecker:
         )
         if failed is not None:
             return lambda: failed
+        arena = self.arena
+        limit = self.MAX_IN_FLIGHT if arena is None else min(self.MAX_IN_FLIGHT, arena.slots)
+        while len(self._waiting) >= limit:  # with an arena: the slot taken next is free
+            self._waiting.popleft()["verdict"] = self.receive()
+        header: dict = {"type": "check", "set": set_index, "sets": prep.total_sets, "label": label}
         try:
-            specs, blob = encode_values(outputs)
-        except TypeError as err:
+            if arena is None:
+                specs, blob = encode_values(outputs)
+            else:
+                slot = arena.take()
+                specs, blob = encode_values(outputs, into=arena.region(slot, arena.slot_bytes))
+                header.update(arena=arena.arena_id, slot=slot)
+        except (TypeError, ValueError) as err:
             result = CheckResult(EvaluationStatus.INCORRECT_SHAPE, None, str(err))
             return lambda: result
+        header["outputs"] = specs
         ticket: dict = {}
-        while len(self._waiting) >= self.MAX_IN_FLIGHT:
-            self._waiting.popleft()["verdict"] = self.receive()
-        self.send(
-            {
-                "type": "check",
-                "set": set_index,
-                "sets": prep.total_sets,
-                "label": label,
-                "outputs": specs,
-            },
-            blob,
-        )
+        self.send(header, blob)
         self._waiting.append(ticket)
 
         def verdict() -> Any:
@@ -206,6 +209,7 @@ class JudgeServer:
         evaluator.ref_cache = SignedReferenceCache(ensure_key())
         self.state: _TaskState | None = None
         self._announced: tuple[int, Any, Any] | None = None  # (task id, definition, workload)
+        self._announced_cfg: Any = None
 
     def announce(self, task: Any) -> None:
         """A task has started in the worker: read and verify the cached reference outputs of
@@ -223,7 +227,7 @@ class JudgeServer:
         definition = Definition.from_dict(task.definition)
         workload = Workload.from_dict(task.workload)
         self._announced = (task.task_id, definition, workload)  # parsed once per task
-        cfg = task.config
+        cfg = self._announced_cfg = task.config
         keys = [
             reference_key(
                 definition, workload, seed=cfg.seed, device_kind=self.evaluator.kind, input_set=k
@@ -232,6 +236,27 @@ class JudgeServer:
         ]
         self.evaluator.ref_cache.forget_prefetched()  # what an ended task left unread
         self.evaluator.ref_cache.prefetch_in_background(definition, keys)
+
+    def announce_next(self, workload: dict) -> None:
+        """The workload that follows the announced task (same definition and settings): read
+        its cached reference files once the current task's are in (see
+        :meth:`fib_core.bench.integrity.SignedReferenceCache.prefetch_upcoming`)."""
+        from fib_core.bench.reference import reference_key
+        from fib_core.bench.reference_sets import checked_indices
+        from fib_core.data.workload import Workload
+
+        if self._announced is None:
+            return
+        _, definition, _ = self._announced
+        cfg = self._announced_cfg
+        upcoming = Workload.from_dict(workload)
+        keys = [
+            reference_key(
+                definition, upcoming, seed=cfg.seed, device_kind=self.evaluator.kind, input_set=k
+            )
+            for k in checked_indices(MAX_SETS, cfg.num_input_sets, cfg.num_trials)
+        ]
+        self.evaluator.ref_cache.prefetch_upcoming(definition, keys)
 
     def _task(self, task: Any, n_sets: int) -> _TaskState:
         if self.state is not None and self.state.task_id == task.task_id:
@@ -387,8 +412,10 @@ class TaskLedger:
         return None
 
 
-def validate_check(header: dict, blob: bytes, n_outputs: int) -> dict:
-    """A worker's check request, or WireError."""
+def validate_check(header: dict, blob: bytes, n_outputs: int, arena: Any = None) -> dict:
+    """A worker's check request, or WireError. Outputs come in ``blob`` or, when the header
+    names a slot, in that slot of the shared output buffer ``arena`` (the parent's
+    :class:`fib_core.bench.pool.ArenaHandle`: id, slots, slot_bytes)."""
     k, label = header.get("set"), header.get("label")
     if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < MAX_SETS:
         raise WireError("malformed check request (bad input set index)")
@@ -397,7 +424,20 @@ def validate_check(header: dict, blob: bytes, n_outputs: int) -> dict:
         raise WireError("malformed check request (bad number of input sets)")
     if label not in ("set", "timed"):
         raise WireError("malformed check request (bad label)")
-    validate_values(header.get("outputs"), len(blob), n_outputs)
+    if "slot" in header or "arena" in header:
+        slot = header.get("slot")
+        if (
+            arena is None
+            or blob
+            or header.get("arena") != arena.arena_id
+            or not isinstance(slot, int)
+            or isinstance(slot, bool)
+            or not 0 <= slot < arena.slots
+        ):
+            raise WireError("malformed check request (bad shared-buffer slot)")
+        validate_values(header.get("outputs"), None, n_outputs, capacity=arena.slot_bytes)
+    else:
+        validate_values(header.get("outputs"), len(blob), n_outputs)
     if len(header["outputs"]) != n_outputs:
         raise WireError("malformed check request (wrong number of outputs)")
     return header

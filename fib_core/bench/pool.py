@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import fib_core
+from fib_core.bench.exchange import ArenaHandle
 from fib_core.bench.judge import (
     STATUSES,
     TaskLedger,
@@ -80,6 +81,7 @@ class WorkerHandle:
         self.token = secrets.token_hex(12)
         self.tainted = False
         self.early_environment: str | None = None  # set by launch_early (the cache folder)
+        self.arena: ArenaHandle | None = None  # the shared output buffer this worker writes
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -197,26 +199,59 @@ class WorkerHandle:
         if self.conn is not None:
             self.conn.close()
             self.conn = None
+        if self.arena is not None:
+            self.arena.close()
+            self.arena = None
+
+    def _share_arena(self, judge: JudgeHandle, needed: int | None) -> None:
+        """Give this worker (and the judge) a shared output buffer with slots of at least
+        ``needed`` bytes, unless the current one is big enough; outputs of unknown size, or a
+        system without sealed memfds, keep sending bytes (fib_core.bench.exchange)."""
+        from fib_core.bench import exchange
+
+        if needed is None or not exchange.supported() or self.conn is None:
+            return
+        if self.arena is None or self.arena.slot_bytes < needed:
+            try:
+                arena = exchange.ArenaHandle.create(needed)
+            except OSError:
+                return  # no memory for it: the previous buffer, or bytes, still work
+            try:
+                send_object(self.conn, arena.message(), fds=[arena.fd])
+            except OSError:
+                arena.close()
+                return  # the worker is gone: the task's send reports it
+            if self.arena is not None:
+                self.arena.close()
+            self.arena = arena
+        judge.share_arena(self.arena)
 
     # --- one task --------------------------------------------------------------------------
 
     def run(self, task: EvalTask, timeout: float,
             on_phase: Callable[[str], None] | None = None, *, judge: JudgeHandle | None = None,
-            n_outputs: int = 1, max_output_bytes: int | None = None) -> EvalResult:
+            n_outputs: int = 1, max_output_bytes: int | None = None,
+            upcoming: dict | None = None) -> EvalResult:
         """Send a task and wait at most ``timeout`` seconds for the whole workload (build,
         inputs, reference, run, timing), as config.toml and the organizers define it.
 
         Check requests are relayed to ``judge``; the worker's final report is validated and
-        turned into the result by :func:`fib_core.bench.judge.final_result`.
+        turned into the result by :func:`fib_core.bench.judge.final_result`. ``upcoming`` (the
+        next workload's dict, same definition) lets the judge read its cached references
+        while this one runs.
         """
         offset = self._log_size()
         assert self.conn is not None
+        if judge is not None:
+            self._share_arena(judge, max_output_bytes)
         try:
             send_object(self.conn, ("eval", task))
         except OSError:
             return self._died(task, offset, "the worker was gone before the task started")
         if judge is not None:
             judge.announce(task)
+            if upcoming is not None:
+                judge.announce_next(upcoming)
         deadline = time.monotonic() + timeout
         phase = "start"
         cfg = task.config
@@ -239,7 +274,7 @@ class WorkerHandle:
                     if on_phase is not None:
                         on_phase(phase)
                 elif kind == "check" and judge is not None:
-                    request = validate_check(header, blob, n_outputs)
+                    request = validate_check(header, blob, n_outputs, self.arena)
                     ledger.admit()
                     phase = "check (judge)"
                     verdict = judge.check(task, request, blob, deadline)
@@ -337,6 +372,7 @@ class JudgeHandle(WorkerHandle):
     def __init__(self, device: str, log_dir: Path) -> None:
         super().__init__(device, log_dir, name="judge", role="judge")
         self._task_sent = -1  # the task the judge holds: later messages name it by None
+        self._arena_id = -1  # the shared output buffer the judge has mapped
 
     def _task_once(self, task: EvalTask) -> EvalTask | None:
         """The task the first time the judge hears of it, None after (a task carries the whole
@@ -376,9 +412,30 @@ class JudgeHandle(WorkerHandle):
         except OSError:
             self._task_sent = -1
 
+    def share_arena(self, arena: ArenaHandle) -> None:
+        """Map the worker's shared output buffer in the judge, once per buffer (a failure to
+        send shows at the first check)."""
+        if arena.arena_id == self._arena_id or self.conn is None or not self.alive:
+            return
+        try:
+            send_object(self.conn, arena.message(), fds=[arena.fd])
+            self._arena_id = arena.arena_id
+        except OSError:
+            self._arena_id = -1
+
+    def announce_next(self, workload: dict) -> None:
+        """Name the workload that comes after the announced task (no reply)."""
+        if self.conn is None or not self.alive:
+            return
+        try:
+            send_object(self.conn, ("next", workload))
+        except OSError:
+            pass
+
     def check(self, task: EvalTask, request: dict, blob: bytes, deadline: float) -> dict:
         header = self._ask(("check", self._task_once(task), request["set"], request["sets"],
-                            request["outputs"]), deadline, "checking outputs", blob)
+                            request["outputs"], request.get("slot")), deadline,
+                           "checking outputs", blob)
         status = header.get("status")
         if header["type"] != "verdict" or status not in STATUSES:
             raise JudgeFailed(EvaluationStatus.RUNTIME_ERROR, "the judge answered an unexpected message")

@@ -114,8 +114,9 @@ class Benchmark:
                 emit(callback, WorkloadSkipped(workload.uuid, solution.name, index, len(items)))
                 continue
             emit(callback, WorkloadStarted(workload.uuid, index, len(items), solution.name))
+            upcoming = items[index + 1] if index + 1 < len(items) else None
             trace = self._run_one(definition, solution, workload, callback,
-                                  more=index + 1 < len(items))
+                                  more=upcoming is not None, upcoming=upcoming)
             if dump_traces:
                 self._trace_sink(callback).save([trace])
             traces.append(trace)
@@ -287,7 +288,7 @@ class Benchmark:
         return judge
 
     def _run_one(self, definition: Any, solution: Any, workload: Any,
-                 callback: EventFn | None, more: bool = False) -> Any:
+                 callback: EventFn | None, more: bool = False, upcoming: Any = None) -> Any:
         self._task_id += 1
         task = EvalTask(self._task_id, definition.to_dict(), solution.to_dict(),
                         workload.to_dict(), self.config,
@@ -314,7 +315,8 @@ class Benchmark:
                             on_phase=lambda p: emit(callback, Log(f"{solution.name}: {p}", "debug")),
                             judge=judge, n_outputs=len(definition.output_names),
                             max_output_bytes=expected_output_bytes(definition,
-                                                                   dict(workload.axes)))
+                                                                   dict(workload.axes)),
+                            upcoming=upcoming.to_dict() if upcoming is not None else None)
         environment = (judge or worker).env.to_environment()
         if self.config.isolated or result.fatal or worker.tainted or not worker.alive:
             if not self.config.isolated:

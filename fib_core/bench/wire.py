@@ -15,16 +15,19 @@ The parent's own messages to a child go the other way with pickle in the same fr
 pickled part's length in the first field, an optional raw blob after it): a child trusts its
 parent, never the reverse.
 
-Output tensors are tens of megabytes (a GDN state at batch 64 is 33 MB) and cross two sockets
-per check, so no side copies them more than it must: the worker sends each tensor's host copy
-as it is (no concatenation), readers receive into one preallocated buffer, and the judge builds
-its tensors as views of that buffer before moving them to its device.
+Output tensors are tens of megabytes (a GDN state at batch 64 is 33 MB). On Linux they do not
+cross the sockets at all: the worker writes them into a slot of a shared buffer and the check
+frame only names the slot (:mod:`fib_core.bench.exchange`). Where they do travel as bytes, no
+side copies them more than it must: the worker sends each tensor's host copy as it is (no
+concatenation), readers receive into one preallocated buffer, and the judge builds its tensors
+as views of that buffer before moving them to its device.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import pickle
 import select
 import socket
@@ -80,11 +83,21 @@ def send_frame(
     _send_blob(sock, blob)
 
 
-def send_object(sock: socket.socket, obj: Any, blob: Blob | Sequence[Blob] = b"") -> None:
-    """Parent -> child only: a pickled object in a frame (the child trusts its parent), and
-    an optional raw blob after it (outputs relayed to the judge: not pickled, not copied)."""
+def send_object(
+    sock: socket.socket, obj: Any, blob: Blob | Sequence[Blob] = b"", fds: Sequence[int] = ()
+) -> None:
+    """Parent -> child only: a pickled object in a frame (the child trusts its parent), an
+    optional raw blob after it (outputs relayed to the judge: not pickled, not copied), and
+    optional file descriptors passed with the frame's first bytes (the shared output buffer,
+    :mod:`fib_core.bench.exchange`)."""
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    sock.sendall(_PREFIX.pack(MAGIC, len(data), _size(blob)) + data)
+    head = _PREFIX.pack(MAGIC, len(data), _size(blob)) + data
+    if fds:
+        sent = socket.send_fds(sock, [head], list(fds))
+        if sent < len(head):
+            sock.sendall(memoryview(head)[sent:])
+    else:
+        sock.sendall(head)
     _send_blob(sock, blob)
 
 
@@ -94,12 +107,29 @@ def recv_object(sock: socket.socket) -> Any:
 
 
 def recv_message(sock: socket.socket) -> tuple[Any, bytearray]:
-    """Child side of :func:`send_object`: (object, blob), blob empty when none was sent."""
-    magic, n, size = _PREFIX.unpack(_recv_exact(sock, _PREFIX.size))
+    """Child side of :func:`send_object`: (object, blob), blob empty when none was sent; a
+    descriptor sent with it is closed (see :func:`recv_message_fds`)."""
+    obj, blob, fds = recv_message_fds(sock)
+    for fd in fds:
+        os.close(fd)
+    return obj, blob
+
+
+def recv_message_fds(sock: socket.socket) -> tuple[Any, bytearray, list[int]]:
+    """Child side of :func:`send_object`: (object, blob, descriptors passed with it)."""
+    first, fds, _, _ = socket.recv_fds(sock, _PREFIX.size, 4)
+    if not first:
+        for fd in fds:
+            os.close(fd)
+        raise ChildGone("connection closed")
+    prefix = bytes(first) + (
+        bytes(_recv_exact(sock, _PREFIX.size - len(first))) if len(first) < _PREFIX.size else b""
+    )
+    magic, n, size = _PREFIX.unpack(prefix)
     if magic != MAGIC:
         raise WireError("bad frame from the parent")
     obj = pickle.loads(_recv_exact(sock, n))
-    return obj, _recv_exact(sock, size) if size else bytearray()
+    return obj, _recv_exact(sock, size) if size else bytearray(), list(fds)
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytearray:
@@ -190,16 +220,22 @@ def _read_exact(sock: socket.socket, n: int, deadline: float) -> bytearray:
 # --- tensors as bytes --------------------------------------------------------------------------
 
 
-def encode_values(values: Sequence[Any]) -> tuple[list[dict], list[memoryview]]:
+def encode_values(
+    values: Sequence[Any], into: memoryview | None = None
+) -> tuple[list[dict], list[memoryview]]:
     """Outputs as (descriptions, blob parts): tensors by dtype/shape/bytes (each part one
-    tensor's host copy, for :func:`send_frame`), numbers by value.
+    tensor's host copy, for :func:`send_frame`), numbers by value. With ``into`` (a slot of
+    the shared output buffer) the tensors are copied there one after the other instead, from
+    wherever they are (a device copy goes straight into it), and no parts are returned.
 
-    Raises TypeError for anything else (the caller reports it as the solution's failure).
+    Raises TypeError for anything else (the caller reports it as the solution's failure), and
+    ValueError when the tensors do not fit ``into``.
     """
     import torch
 
     specs: list[dict] = []
     chunks: list[memoryview] = []
+    offset = 0
     for value in values:
         if isinstance(value, torch.Tensor) and type(value) is not torch.Tensor:
             # A subclass could compute its bytes when read, after the timed call returned.
@@ -212,13 +248,20 @@ def encode_values(values: Sequence[Any]) -> tuple[list[dict], list[memoryview]]:
             if name not in ITEMSIZE:
                 raise TypeError(f"an output of dtype {value.dtype} cannot be checked")
             flat = value.detach().contiguous().reshape(-1)
-            data = memoryview(flat.view(torch.uint8).cpu().numpy()) if flat.numel() else None
-            nbytes = data.nbytes if data is not None else 0
+            nbytes = flat.numel() * flat.element_size()
             specs.append(
                 {"kind": "tensor", "dtype": name, "shape": list(value.shape), "nbytes": nbytes}
             )
-            if data is not None:
-                chunks.append(data)
+            if not nbytes:
+                continue
+            if into is not None:
+                if offset + nbytes > into.nbytes:
+                    raise ValueError("the outputs do not fit the shared output buffer")
+                target = torch.frombuffer(into, dtype=torch.uint8, count=nbytes, offset=offset)
+                target.copy_(flat.view(torch.uint8))
+                offset += nbytes
+            else:
+                chunks.append(memoryview(flat.view(torch.uint8).cpu().numpy()))
         elif isinstance(value, bool) or value is None:
             specs.append({"kind": "value", "value": value})
         elif isinstance(value, (int, float)):
@@ -232,8 +275,12 @@ def encode_values(values: Sequence[Any]) -> tuple[list[dict], list[memoryview]]:
     return specs, chunks
 
 
-def validate_values(specs: Any, blob_len: int, max_items: int) -> list[dict]:
-    """Check descriptions from a child before anything is built from them."""
+def validate_values(
+    specs: Any, blob_len: int | None, max_items: int, capacity: int = 0
+) -> list[dict]:
+    """Check descriptions from a child before anything is built from them: their bytes add
+    up to ``blob_len``, or (``blob_len`` None: a slot of the shared output buffer) to at most
+    ``capacity``."""
     if not isinstance(specs, list) or len(specs) > max_items:
         raise WireError("malformed outputs (not a list of the definition's size)")
     total = 0
@@ -261,19 +308,29 @@ def validate_values(specs: Any, blob_len: int, max_items: int) -> list[dict]:
                 raise WireError("malformed outputs (bad non-finite scalar)")
         else:
             raise WireError(f"malformed outputs (unknown kind {kind!r})")
-    if total != blob_len:
+    if blob_len is None:
+        if total > capacity:
+            raise WireError("malformed outputs (larger than the shared output buffer's slot)")
+    elif total != blob_len:
         raise WireError("malformed outputs (payload size does not match the descriptions)")
     return specs
+
+
+def payload_bytes(specs: list[dict]) -> int:
+    """Bytes of the tensors validated descriptions announce."""
+    return sum(spec["nbytes"] for spec in specs if spec["kind"] == "tensor")
 
 
 def decode_values(specs: list[dict], blob: Blob, device: str) -> list[Any]:
     """Inverse of :func:`encode_values` (specs already validated): fresh tensors on ``device``.
 
-    On a GPU the tensors are copies (the host buffer is only read); on the CPU they are views
-    of ``blob`` (a bytes blob is copied once into a writable buffer first)."""
+    The tensors are always the caller's own: copies on a GPU (the host buffer is only read);
+    on the CPU views of ``blob`` when it is a received bytearray, copies when it is a region
+    of the shared output buffer (which the worker could still write)."""
     import torch
 
-    if not isinstance(blob, bytearray):
+    shared = isinstance(blob, memoryview) and not blob.readonly
+    if not isinstance(blob, bytearray) and not shared:
         blob = bytearray(blob)
     values: list[Any] = []
     offset = 0
@@ -287,7 +344,9 @@ def decode_values(specs: list[dict], blob: Blob, device: str) -> list[Any]:
             )
             offset += n
             dtype = getattr(torch, spec["dtype"])
-            values.append(raw.view(dtype).reshape(spec["shape"]).to(device))
+            tensor = raw.view(dtype).reshape(spec["shape"])
+            copy = shared and torch.device(device).type == "cpu"
+            values.append(tensor.clone() if copy else tensor.to(device))
         elif spec["kind"] == "float":
             values.append(float(spec["text"]))
         else:

@@ -182,6 +182,40 @@ def test_content_fingerprinting_gains_nothing(make_dataset, toy_solution_json):
     assert "'replayed': 0" in last, last
 
 
+@pytest.mark.parametrize("shared", [True, False], ids=["shared-buffer", "bytes"])
+def test_outputs_reach_the_judge_through_shared_memory_or_as_bytes(
+    monkeypatch, make_dataset, toy_solution_json, shared
+):
+    """Where sealed memfds exist every check names a slot of the worker's shared output
+    buffer (no bytes through the parent); without them the outputs travel as bytes. The
+    verdicts are the judge's either way: a wrong kernel fails, a right one passes."""
+    from fib_core.bench import exchange, pool
+
+    if shared and not exchange.supported():
+        pytest.skip("sealed memfds are Linux-only")
+    if not shared:
+        monkeypatch.setattr(exchange, "supported", lambda: False)
+    seen: list[bool] = []
+    real = pool.validate_check
+
+    def spy(header, blob, n_outputs, arena=None):
+        seen.append("slot" in header and not blob)
+        return real(header, blob, n_outputs, arena)
+
+    monkeypatch.setattr(pool, "validate_check", spy)
+    ts = TraceSet.from_path(make_dataset([]))
+    cfg = BenchmarkConfig(**FAST)
+    with Benchmark(ts, cfg) as bench:
+        statuses = [
+            t.evaluation.status.value
+            for name in ("correct", "wrong")
+            for t in bench.run_solution(Solution.from_dict(toy_solution_json(name)))
+        ]
+    assert statuses == ["PASSED", "PASSED", "INCORRECT_NUMERICAL", "INCORRECT_NUMERICAL"]
+    assert len(seen) >= 2 * (cfg.num_input_sets + 2 * cfg.num_trials) + 2
+    assert set(seen) == {shared}
+
+
 def test_resume_counts_only_traces_of_the_same_code_and_device(toy_solution_json):
     """A CPU smoke trace does not stand in for a GPU measurement, nor an old kernel's for an
     edited one."""

@@ -172,8 +172,9 @@ def test_the_timing_only_sets_are_made_in_a_thread_and_equal_the_seeded_sets(
     monkeypatch, tmp_path, toy_definition, toy_workloads
 ):
     """The sets the judge may check are made at once; the sets only timed come from a thread
-    during the correctness run and are exactly what generate_inputs makes for their index, in
-    order; an error there fails the workload as an inputs error, like before."""
+    during the correctness run (here, with a generator that draws one set at a time, exactly
+    what generate_inputs makes for their index, in order); an error there fails the workload
+    as an inputs error, like before."""
     from fib_core.bench import evaluate
     from fib_core.bench.config import BenchmarkConfig
     from fib_core.bench.environment import EnvironmentInfo
@@ -197,14 +198,12 @@ def test_the_timing_only_sets_are_made_in_a_thread_and_equal_the_seeded_sets(
         for a, b in zip(got, want, strict=True):
             assert torch.equal(a, b) if torch.is_tensor(a) else a == b
 
-    def broken(*args, input_set=0, **kwargs):
-        if input_set >= early:
-            from fib_core.errors import FibError
+    def broken(*args, first=0, **kwargs):
+        from fib_core.errors import FibError
 
-            raise FibError(f"set {input_set} cannot be made")
-        return generate_inputs(*args, input_set=input_set, **kwargs)
+        raise FibError(f"set {first} cannot be made")
 
-    monkeypatch.setattr(evaluate, "generate_inputs", broken)
+    monkeypatch.setattr(evaluate, "generate_timing_sets", broken)
     prep = ev._prepare(toy_definition, workload, cfg, None)
     with pytest.raises(_Failed, match="inputs: set .* cannot be made"):
         prep.complete()
@@ -261,3 +260,102 @@ def test_a_generator_that_takes_wanted_is_told_which_inputs_come_from_the_worklo
         dataset_root=None,
     )
     assert seen[-1] == {"lens", "x"} and torch.equal(lens, torch.ones(5, dtype=torch.int32))
+
+
+def _batch_def(name: str) -> Definition:
+    return _def(
+        {
+            "x": {"shape": ["n"], "dtype": "float32"},
+            "unit": {"shape": ["n", "k"], "dtype": "float32"},
+            "alpha": {"shape": None, "dtype": "float32"},
+            "fixed": {"shape": ["n"], "dtype": "int32"},
+        },
+        name=name,
+    )
+
+
+def _batch_wl() -> Workload:
+    return _wl({
+        "x": {"type": "random"}, "unit": {"type": "random"}, "alpha": {"type": "random"},
+        "fixed": {"type": "scalar", "value": 7},
+    })
+
+
+def test_timing_sets_are_drawn_many_at_once_when_the_generator_takes_sets():
+    """One generator call makes a whole draw of timed-only sets: each set is a slice of it, in
+    the definition's shapes, with its own contents, the generator's structure kept and the
+    workload's scalars as they are; the same seed gives the same sets."""
+    calls = []
+
+    @register_input_generator("t_sets")
+    def make(definition, axes, gen, device, sets=None):
+        calls.append(sets)
+        lead = () if sets is None else (sets,)
+        rows = torch.randn((*lead, axes["n"], axes["k"]), generator=gen)
+        return {"unit": rows / rows.norm(dim=-1, keepdim=True)}
+
+    d, wl = _batch_def("t_sets"), _batch_wl()
+    sets = inputs_mod.generate_timing_sets(
+        d, wl, seed=0, device="cpu", dataset_root=None, first=10, count=6
+    )
+    assert calls == [6]  # one draw for all six
+    assert len(sets) == 6
+    for x, unit, alpha, fixed in sets:
+        assert x.shape == (5,) and x.dtype == torch.float32
+        assert unit.shape == (5, 3) and torch.allclose(unit.norm(dim=-1), torch.ones(5))
+        assert isinstance(alpha, float)
+        assert torch.equal(fixed, torch.full((5,), 7, dtype=torch.int32))
+    for i in range(6):
+        for j in range(i + 1, 6):
+            assert not torch.equal(sets[i][0], sets[j][0])
+            assert not torch.equal(sets[i][1], sets[j][1])
+    again = inputs_mod.generate_timing_sets(
+        d, wl, seed=0, device="cpu", dataset_root=None, first=10, count=6
+    )
+    assert all(torch.equal(a[1], b[1]) for a, b in zip(sets, again, strict=True))
+    # A checked set (generate_inputs) never shares its contents with a timed-only one.
+    checked = generate_inputs(d, wl, seed=0, device="cpu", dataset_root=None, input_set=10)
+    assert not any(torch.equal(checked[1], s[1]) for s in sets)
+
+
+def test_timing_sets_are_drawn_in_chunks_of_bounded_size():
+    calls = []
+
+    @register_input_generator("t_sets_chunks")
+    def make(definition, axes, gen, device, sets=None):
+        calls.append(sets)
+        lead = () if sets is None else (sets,)
+        return {"unit": torch.randn((*lead, axes["n"], axes["k"]), generator=gen)}
+
+    d, wl = _batch_def("t_sets_chunks"), _batch_wl()
+    per_set = 5 * 4 + 5 * 3 * 4 + 5 * 4  # x, unit and fixed, in bytes
+    sets = inputs_mod.generate_timing_sets(
+        d, wl, seed=0, device="cpu", dataset_root=None, first=4, count=7, chunk_bytes=3 * per_set
+    )
+    assert calls == [3, 3, 1] and len(sets) == 7
+    units = [s[1] for s in sets]
+    assert all(not torch.equal(units[i], units[j]) for i in range(7) for j in range(i + 1, 7))
+
+
+def test_timing_sets_without_the_sets_keyword_are_the_usual_sets():
+    @register_input_generator("t_no_sets")
+    def make(definition, axes, gen, device):
+        return {"unit": torch.randn((axes["n"], axes["k"]), generator=gen)}
+
+    d, wl = _batch_def("t_no_sets"), _batch_wl()
+    sets = inputs_mod.generate_timing_sets(
+        d, wl, seed=1, device="cpu", dataset_root=None, first=3, count=2
+    )
+    for k, got in zip((3, 4), sets, strict=True):
+        one = generate_inputs(d, wl, seed=1, device="cpu", dataset_root=None, input_set=k)
+        assert torch.equal(got[0], one[0]) and torch.equal(got[1], one[1]) and got[2] == one[2]
+
+
+def test_a_draw_of_the_wrong_shape_is_a_clear_error():
+    @register_input_generator("t_sets_bad")
+    def make(definition, axes, gen, device, sets=None):
+        return {"unit": torch.zeros((axes["n"], axes["k"]))}  # forgot the sets axis
+
+    d, wl = _batch_def("t_sets_bad"), _batch_wl()
+    with pytest.raises(InputError, match=r"'unit' is float32 \(5, 3\), expected float32 \(4, 5, 3\)"):
+        inputs_mod.generate_timing_sets(d, wl, seed=0, device="cpu", dataset_root=None, first=0, count=4)

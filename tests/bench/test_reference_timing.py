@@ -202,6 +202,18 @@ def test_the_judge_prefetches_a_task_it_is_told_of_and_forgets_it_after(
     assert verdicts(task(2)) == ["PASSED", "INCORRECT_NUMERICAL"]
     judge.forget()
     assert judge.evaluator.ref_cache._prefetched == {}
+    # Told of the next workload while task 3 runs, the judge has its files when task 4 starts.
+    judge.announce(task(3))
+    judge.announce_next(toy_workloads[0].to_dict())
+    assert verdicts(task(3)) == ["PASSED", "INCORRECT_NUMERICAL"]
+    judge.forget()
+    cache = judge.evaluator.ref_cache
+    cache._upcoming_thread.join()
+    assert len(cache._upcoming) == len(checked_indices(20, 2, 2))
+    judge.announce(task(4))
+    assert cache._upcoming == {} and cache._upcoming_thread is None
+    assert verdicts(task(4)) == ["PASSED", "INCORRECT_NUMERICAL"]
+    judge.forget()
 
 
 def test_a_broken_context_after_an_earlier_wrong_set_still_retires_the_worker(

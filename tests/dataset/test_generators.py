@@ -133,3 +133,27 @@ def test_the_engine_finds_every_definition_folder_generator():
     for name, fn in G.GENERATORS.items():
         assert inputs_mod.input_generator_for(name) is fn
         assert registry.get(name).generator is fn
+
+
+def test_gdn_decode_draws_many_timed_sets_at_once_with_the_same_structure():
+    """The timed-only sets of GDN decode come from one draw: each set's q and k rows are unit
+    length, its state has the per-set generator's spread, its gates are in the model's range,
+    and no two sets share contents."""
+    generate = G.GENERATORS["gdn_decode_qk4_v8_d128_k_last"]
+    drawn = generate(None, {"batch_size": 3}, _gen(11), "cpu", sets=5)
+    assert drawn["q"].shape == drawn["k"].shape == (5, 3, 1, 4, 128)
+    assert drawn["state"].shape == (5, 3, 8, 128, 128)
+    assert drawn["A_log"].shape == drawn["dt_bias"].shape == (5, 8)
+    for j in range(5):
+        for name in ("q", "k"):
+            norms = drawn[name][j].float().norm(dim=-1)
+            assert torch.allclose(norms, torch.ones_like(norms), atol=1e-2)
+        rate = drawn["A_log"][j].exp()
+        assert ((rate >= 1) & (rate <= 16)).all()
+        assert 0.5 / math.sqrt(128) < drawn["state"][j].std() < 2 / math.sqrt(128)
+    for i in range(5):
+        for j in range(i + 1, 5):
+            assert not torch.equal(drawn["state"][i], drawn["state"][j])
+            assert not torch.equal(drawn["A_log"][i], drawn["A_log"][j])
+    one = generate(None, {"batch_size": 3}, _gen(11), "cpu")
+    assert one["q"].shape == (3, 1, 4, 128) and one["A_log"].shape == (8,)

@@ -280,6 +280,41 @@ def test_a_background_prefetch_is_waited_for_and_a_later_store_wins(tmp_path, mo
     assert cache._prefetched == {} and cache._pending is None
 
 
+def test_the_next_workloads_files_are_read_ahead_and_only_served_to_it(tmp_path, monkeypatch):
+    """While one workload runs the judge reads the next one's files; when that workload
+    starts they are taken over without a second read. Files read ahead for a workload that
+    does not come next are dropped, a store drops what was read ahead, and the end of a
+    workload (forget) keeps the next one's files."""
+    from types import SimpleNamespace
+
+    from fib_core.bench import integrity
+    from fib_core.bench.integrity import SignedReferenceCache, ensure_key
+
+    cache = SignedReferenceCache(ensure_key(tmp_path), tmp_path)
+    definition = SimpleNamespace(name="d", output_names=["a"])
+    for key in ("a0", "b0", "b1", "c0"):
+        cache.store_outputs(definition, key, [torch.full((3,), float(len(key)))])
+    reads: list[str] = []
+    real_read = integrity._read
+    monkeypatch.setattr(integrity, "_read", lambda path: reads.append(path.stem) or real_read(path))
+    cache.prefetch_in_background(definition, ["a0"])  # workload a starts
+    cache.prefetch_upcoming(definition, ["b0", "b1", "missing"])  # b comes next
+    assert torch.equal(cache.load_outputs(definition, "a0", "cpu")[0], torch.full((3,), 2.0))
+    cache.forget_prefetched()  # a ends
+    cache.prefetch_in_background(definition, ["b0", "b1"])  # b starts
+    assert sorted(reads) == ["a0", "b0", "b1"]
+    cache.load_outputs(definition, "b0", "cpu")
+    cache.load_outputs(definition, "b1", "cpu")
+    assert sorted(reads) == ["a0", "b0", "b1"]  # no second read
+    cache.prefetch_upcoming(definition, ["c0"])
+    cache.prefetch_in_background(definition, ["a0"])  # another workload than announced
+    assert cache._upcoming == {} and "c0" not in str(list(cache._prefetched))
+    cache.prefetch_upcoming(definition, ["c0"])
+    cache.store_outputs(definition, "c0", [torch.zeros(3)])
+    assert cache._upcoming == {} and cache._upcoming_thread is None
+    cache.forget_prefetched()
+
+
 def test_pipelined_checks_keep_few_in_flight_and_match_verdicts_in_order():
     """A worker sends its checks ahead but never has more than MAX_IN_FLIGHT unread verdicts
     (the parent's verdicts then always fit in the socket buffer), and each check gets its own
@@ -337,3 +372,118 @@ def test_a_tensor_subclass_output_is_refused_not_read():
         encode_values([torch.zeros(3).as_subclass(Lazy)])
     specs, _ = encode_values([torch.zeros(3)])
     assert specs[0]["shape"] == [3]
+
+
+# --- the shared output buffer (fib_core.bench.exchange) ---------------------------------------
+
+exchange = pytest.importorskip("fib_core.bench.exchange")
+needs_memfd = pytest.mark.skipif(not exchange.supported(), reason="sealed memfds are Linux-only")
+
+
+@needs_memfd
+def test_the_shared_output_buffer_cannot_change_size(pair):
+    """The parent seals the buffer before any child sees it: a worker cannot shrink it under
+    the judge's mapping (which would fault the judge) nor grow it, nor lift the seals."""
+    import fcntl
+    import os
+
+    from fib_core.bench.wire import recv_message_fds, send_object
+
+    handle = exchange.ArenaHandle.create(3 << 20, slots=2)
+    try:
+        assert handle.slot_bytes == 4 << 20 and os.fstat(handle.fd).st_size == 8 << 20
+        a, b = pair
+        send_object(a, handle.message(), fds=[handle.fd])
+        message, _, fds = recv_message_fds(b)
+        assert message == ("arena", handle.arena_id, 2, 4 << 20) and len(fds) == 1
+        received = fds[0]  # what the worker holds: the same file, through its own descriptor
+        for size in (1 << 20, 16 << 20):
+            with pytest.raises(PermissionError):
+                os.ftruncate(received, size)
+        with pytest.raises(PermissionError):
+            fcntl.fcntl(received, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE)
+        arena = exchange.Arena(received, handle.arena_id, 2, 4 << 20)
+        with pytest.raises(ValueError, match="outside the shared buffer"):
+            arena.region(2, 10)
+        with pytest.raises(ValueError, match="outside the shared buffer"):
+            arena.region(0, (4 << 20) + 1)
+        arena.close()
+    finally:
+        handle.close()
+
+
+@needs_memfd
+def test_outputs_written_into_a_slot_are_read_back_by_the_judge_as_its_own_copy(pair):
+    """The worker copies its outputs straight into a slot; the judge, given the same buffer,
+    decodes them from there into tensors it owns: later writes by the worker change nothing
+    the judge already read."""
+    import os
+
+    handle = exchange.ArenaHandle.create(1 << 10, slots=2)
+    try:
+        worker = exchange.Arena(os.dup(handle.fd), 1, 2, handle.slot_bytes)
+        judge = exchange.Arena(os.dup(handle.fd), 1, 2, handle.slot_bytes)
+        outs = [torch.randn(4, 3).to(torch.bfloat16), 7, torch.arange(5, dtype=torch.int32)]
+        slot = worker.take()
+        specs, parts = encode_values(outs, into=worker.region(slot, worker.slot_bytes))
+        assert parts == [] and worker.take() == 1 and worker.take() == 0  # slots in turn
+        from fib_core.bench.wire import payload_bytes
+
+        n = payload_bytes(validate_values(specs, None, 3, capacity=handle.slot_bytes))
+        got = decode_values(specs, judge.region(slot, n), "cpu")
+        assert torch.equal(got[0], outs[0]) and got[1] == 7 and torch.equal(got[2], outs[2])
+        worker.region(slot, n)[:] = bytes(n)  # the worker scribbles over the slot afterwards
+        assert torch.equal(got[0], outs[0]) and torch.equal(got[2], outs[2])
+        with pytest.raises(ValueError, match="do not fit"):
+            encode_values([torch.zeros(1024)], into=worker.region(0, 100))
+        worker.close()
+        judge.close()
+    finally:
+        handle.close()
+
+
+def test_a_check_naming_a_slot_is_held_to_the_buffer_the_parent_gave():
+    """The parent validates a slot request like a blob: the current buffer's id, a slot that
+    exists, outputs no larger than a slot, no bytes besides; otherwise it is malformed."""
+    from types import SimpleNamespace
+
+    from fib_core.bench.judge import validate_check
+
+    arena = SimpleNamespace(arena_id=5, slots=8, slot_bytes=64)
+    spec = [{"kind": "tensor", "dtype": "float32", "shape": [16], "nbytes": 64}]
+    good = {"type": "check", "set": 0, "sets": 4, "label": "set", "outputs": spec,
+            "arena": 5, "slot": 7}
+    assert validate_check(dict(good), b"", 1, arena)["slot"] == 7
+    bad = [
+        ({"slot": 8}, b"", arena), ({"slot": -1}, b"", arena), ({"slot": True}, b"", arena),
+        ({"arena": 4}, b"", arena), ({}, b"", None), ({}, b"x", arena),
+        ({"outputs": [{**spec[0], "shape": [17], "nbytes": 68}]}, b"", arena),
+    ]
+    for change, blob, given in bad:
+        with pytest.raises(WireError):
+            validate_check({**good, **change}, blob, 1, given)
+
+
+def test_a_patched_harness_function_or_module_is_noticed_after_the_task(monkeypatch):
+    """The worker takes its baseline once; after each task it names whatever a solution
+    rebound: a kit function, a class member, a torch function, or a whole module swapped in
+    sys.modules. Names added since are no change."""
+    import sys
+    import types
+
+    import fib_core.bench.check as check
+    from fib_core.bench import worker
+
+    baseline = worker._fingerprint()
+    assert worker._tampered(baseline) == []
+    monkeypatch.setattr(check, "check_outputs", lambda *a, **k: None)
+    monkeypatch.setattr(check.Tolerance, "to_dict", lambda self: {})
+    monkeypatch.setattr(torch, "allclose", lambda *a, **k: True)
+    monkeypatch.setattr(check, "brand_new_helper", lambda: None, raising=False)
+    assert worker._tampered(baseline) == [
+        "fib_core.bench.check.Tolerance.to_dict", "fib_core.bench.check.check_outputs",
+        "torch.allclose",
+    ]
+    monkeypatch.undo()
+    monkeypatch.setitem(sys.modules, "fib_core.bench.check", types.ModuleType("fake"))
+    assert worker._tampered(baseline) == ["sys.modules['fib_core.bench.check']"]
