@@ -30,6 +30,7 @@ from typing import Any
 
 SLOTS = 8  # checks in flight at most (the worker's RemoteChecker.MAX_IN_FLIGHT)
 MIN_SLOT_BYTES = 1 << 20
+NO_ARENA = ("arena", 0, 0, 0)  # sent without a descriptor: outputs go as bytes from now on
 
 
 def supported() -> bool:
@@ -119,12 +120,16 @@ class Arena:
 
 def receive_arena(message: tuple, fds: list[int], current: Arena | None) -> Arena | None:
     """Worker and judge: map the arena an ``("arena", id, slots, slot_bytes)`` message brought
-    (its descriptor in ``fds``), replacing ``current``."""
+    (its descriptor in ``fds``), replacing ``current``; None when it came without one or
+    cannot be mapped (outputs then go as bytes; the judge reports checks naming it)."""
     if current is not None:
         current.close()
+    for extra in fds[1:]:
+        os.close(extra)
     if not fds:
         return None
     _, arena_id, slots, slot_bytes = message
-    for extra in fds[1:]:
-        os.close(extra)
-    return Arena(fds[0], arena_id, slots, slot_bytes)
+    try:
+        return Arena(fds[0], arena_id, slots, slot_bytes)
+    except (OSError, ValueError):
+        return None

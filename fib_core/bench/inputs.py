@@ -387,10 +387,23 @@ def _scalar_value(value: Any, shape: tuple[int, ...] | None, dtype_name: str, de
     return torch.full(shape, value, dtype=torch_dtype(dtype_name), device=device)
 
 
-@functools.lru_cache(maxsize=256)
 def _takes(fn: Callable[..., Any], keyword: str) -> bool:
     """Whether a generator accepts ``keyword`` (``wanted``, ``sets``: see
-    register_input_generator); asked for every input set, so the answer is kept."""
+    register_input_generator); asked for every input set, so the answer is kept (for a
+    generator that cannot be a cache key, such as an unhashable callable object, it is
+    worked out each time)."""
+    try:
+        return _takes_cached(fn, keyword)
+    except TypeError:  # unhashable
+        return _signature_takes(fn, keyword)
+
+
+@functools.lru_cache(maxsize=256)
+def _takes_cached(fn: Callable[..., Any], keyword: str) -> bool:
+    return _signature_takes(fn, keyword)
+
+
+def _signature_takes(fn: Callable[..., Any], keyword: str) -> bool:
     import inspect
 
     try:

@@ -4,8 +4,10 @@ Three roles, one module, so the rules of who may decide what live in one place:
 
 * :class:`RemoteChecker` (worker side, untrusted process): instead of comparing against
   reference outputs it does not have, the worker checks the structure of the outputs against
-  the definition (shapes, dtypes: a failure there only hurts the solution itself), sends the
-  outputs as bytes and later reads the verdict (checks are pipelined, verdicts read in order).
+  the definition (shapes, dtypes: a failure there only hurts the solution itself), hands the
+  outputs over as bytes (in a slot of the shared output buffer, :mod:`fib_core.bench.exchange`,
+  or after the request) and later reads the verdict (checks are pipelined, verdicts read in
+  order).
 * :class:`JudgeServer` (judge process: kit code only, never a solution): generates the same
   inputs from the seed, computes (or loads from the signed cache) the reference outputs,
   compares, and times the reference. Reference outputs never leave this process.
@@ -78,8 +80,8 @@ class RemoteChecker:
             self._waiting.popleft()["verdict"] = self.receive()
         header: dict = {"type": "check", "set": set_index, "sets": prep.total_sets, "label": label}
         try:
-            if arena is None:
-                specs, blob = encode_values(outputs)
+            if arena is None or _payload(outputs) > arena.slot_bytes:
+                specs, blob = encode_values(outputs)  # bytes, as without a shared buffer
             else:
                 slot = arena.take()
                 specs, blob = encode_values(outputs, into=arena.region(slot, arena.slot_bytes))
@@ -111,6 +113,11 @@ class RemoteChecker:
             self._waiting.popleft()["verdict"] = self.receive()
 
 
+def _payload(outputs: Sequence) -> int:
+    """Bytes the tensors among ``outputs`` take (what a shared-buffer slot must hold)."""
+    return sum(v.numel() * v.element_size() for v in outputs if hasattr(v, "element_size"))
+
+
 def expected_like(definition: Any, axes: dict) -> list:
     """Stand-ins with the declared shape and dtype (no memory), for the structure check."""
     import torch
@@ -128,7 +135,8 @@ def expected_like(definition: Any, axes: dict) -> list:
 
 
 def expected_output_bytes(definition: Any, axes: dict) -> int | None:
-    """Bytes of one set of outputs as declared; None when a shape is not fixed by the axes."""
+    """Bytes of one set of output tensors as declared (scalar outputs travel in the request's
+    header); the parent caps what a worker may send by it and sizes the shared buffer."""
     from fib_core.bench.wire import ITEMSIZE
     from fib_core.data.dtypes import torch_dtype
 

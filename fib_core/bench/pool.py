@@ -205,26 +205,34 @@ class WorkerHandle:
 
     def _share_arena(self, judge: JudgeHandle, needed: int | None) -> None:
         """Give this worker (and the judge) a shared output buffer with slots of at least
-        ``needed`` bytes, unless the current one is big enough; outputs of unknown size, or a
-        system without sealed memfds, keep sending bytes (fib_core.bench.exchange)."""
+        ``needed`` bytes, unless the current one is big enough. Outputs of unknown size, a
+        system without sealed memfds, or a buffer that cannot be made keep sending bytes
+        (fib_core.bench.exchange): the worker is then told it has no buffer."""
         from fib_core.bench import exchange
 
         if needed is None or not exchange.supported() or self.conn is None:
             return
-        if self.arena is None or self.arena.slot_bytes < needed:
-            try:
-                arena = exchange.ArenaHandle.create(needed)
-            except OSError:
-                return  # no memory for it: the previous buffer, or bytes, still work
-            try:
+        if self.arena is not None and self.arena.slot_bytes >= needed:
+            judge.share_arena(self.arena)
+            return
+        try:
+            arena = exchange.ArenaHandle.create(needed)
+        except OSError:
+            arena = None
+        try:
+            if arena is None:
+                send_object(self.conn, exchange.NO_ARENA)
+            else:
                 send_object(self.conn, arena.message(), fds=[arena.fd])
-            except OSError:
+        except OSError:  # the worker is gone: the task's own send reports it
+            if arena is not None:
                 arena.close()
-                return  # the worker is gone: the task's send reports it
-            if self.arena is not None:
-                self.arena.close()
-            self.arena = arena
-        judge.share_arena(self.arena)
+            return
+        if self.arena is not None:
+            self.arena.close()
+        self.arena = arena
+        if arena is not None:
+            judge.share_arena(arena)
 
     # --- one task --------------------------------------------------------------------------
 
@@ -434,7 +442,9 @@ class JudgeHandle(WorkerHandle):
 
     def check(self, task: EvalTask, request: dict, blob: bytes, deadline: float) -> dict:
         header = self._ask(("check", self._task_once(task), request["set"], request["sets"],
-                            request["outputs"], request.get("slot")), deadline,
+                            request["outputs"],
+                            (request["arena"], request["slot"]) if "slot" in request else None),
+                           deadline,
                            "checking outputs", blob)
         status = header.get("status")
         if header["type"] != "verdict" or status not in STATUSES:

@@ -20,6 +20,7 @@ import importlib
 import os
 import sys
 import traceback
+import types
 from typing import Any
 
 from fib_core.data.trace import EvaluationStatus
@@ -49,38 +50,49 @@ def _register_plugins(modules: tuple[str, ...], seen: set[str]) -> None:
             importlib.import_module(name)
 
 
-Watched = list[tuple[str, Any, str, int]]  # (name, namespace, attribute, id at the baseline)
+Watched = list[tuple[str, Any, str, Any]]  # (name, namespace, attribute, object at baseline)
 
 
 def _fingerprint() -> Watched:
-    """Identities of the functions and classes of the kit and of torch's key modules: a
-    solution that patched any of them leaves this worker unfit for the next solution.
+    """The functions and classes of the kit and of torch's key modules, as objects: a solution
+    that rebound any of them (or swapped a function's code) leaves this worker unfit for the
+    next solution.
 
     Taken once, at the first task; each namespace is kept as a live view (a module's dict, a
-    class's mappingproxy), so the check after every task (:func:`_tampered`) is one pass over
-    the same entries, not a new walk of every module (that cost about 25 ms per workload)."""
+    class's mappingproxy, ``sys.modules``), so the check after every task (:func:`_tampered`)
+    is one pass over the same entries, not a new walk of every module (that cost about 25 ms
+    per workload). Objects, not ids, are kept: an id can be reused by a new object."""
     watched: Watched = []
     for name, module in list(sys.modules.items()):
         if module is None or not (name == "fib_core" or name.startswith("fib_core.")
                                   or name in _WATCHED_TORCH):
             continue
-        watched.append((f"sys.modules[{name!r}]", sys.modules, name, id(module)))
+        watched.append((f"sys.modules[{name!r}]", sys.modules, name, module))
         namespace = vars(module)
         for attr, value in list(namespace.items()):
             if callable(value):
-                watched.append((f"{name}.{attr}", namespace, attr, id(value)))
+                watched.append((f"{name}.{attr}", namespace, attr, value))
+                _watch_code(watched, f"{name}.{attr}", value)
                 if isinstance(value, type) and getattr(value, "__module__", "") == name:
                     members = vars(value)
                     for member, fn in list(members.items()):
                         if callable(fn):
-                            watched.append((f"{name}.{attr}.{member}", members, member, id(fn)))
+                            watched.append((f"{name}.{attr}.{member}", members, member, fn))
+                            _watch_code(watched, f"{name}.{attr}.{member}", fn)
     tensor = sys.modules.get("torch")
     if tensor is not None:
         members = vars(tensor.Tensor)
         for member, fn in list(members.items()):
             if callable(fn):
-                watched.append((f"torch.Tensor.{member}", members, member, id(fn)))
+                watched.append((f"torch.Tensor.{member}", members, member, fn))
     return watched
+
+
+def _watch_code(watched: Watched, name: str, fn: Any) -> None:
+    """A Python function's code and defaults can be swapped in place, the object kept."""
+    if isinstance(fn, types.FunctionType):
+        for attr in ("__code__", "__defaults__", "__kwdefaults__"):
+            watched.append((f"{name}.{attr}", fn, attr, getattr(fn, attr)))
 
 
 _WATCHED_TORCH = ("torch", "torch.cuda", "torch.profiler", "torch.testing", "torch.autograd.profiler",
@@ -117,12 +129,15 @@ def _settle_context(device: str) -> None:
 
 def _tampered(baseline: Watched) -> list[str]:
     """Names whose object is no longer the one the baseline saw (a removed name is not
-    counted: torch and the kit drop nothing they export)."""
+    counted: lazy modules drop and re-add names on their own)."""
     missing = object()
     changed = []
-    for name, namespace, attr, ident in baseline:
-        value = namespace.get(attr, missing)
-        if value is not missing and id(value) != ident:
+    for name, namespace, attr, obj in baseline:
+        if isinstance(namespace, types.FunctionType):
+            value = getattr(namespace, attr, missing)
+        else:
+            value = namespace.get(attr, missing)
+        if value is not missing and value is not obj:
             changed.append(name)
     return sorted(changed)
 
@@ -279,12 +294,8 @@ def serve_judge(sock: Any, requested_device: str) -> int:
         kind = message[0]
         if kind == "close":
             return 0
-        if kind == "arena":
-            try:
-                arena = receive_arena(message, fds, arena)
-            except (OSError, ValueError):  # checks that name it then fail as the judge's
-                traceback.print_exc()
-                arena = None
+        if kind == "arena":  # a check naming another buffer is then the judge's failure
+            arena = receive_arena(message, fds, arena)
             continue
         if kind == "forget":
             judge.forget()
@@ -314,9 +325,9 @@ def serve_judge(sock: Any, requested_device: str) -> int:
             if kind == "check":
                 set_index, n_sets, specs, slot = message[2:6]
                 if slot is not None:  # the parent checked the slot and the sizes
-                    if arena is None:
+                    if arena is None or arena.arena_id != slot[0]:
                         raise RuntimeError("a check names a shared buffer the judge does not have")
-                    blob = arena.region(slot, payload_bytes(specs))
+                    blob = arena.region(slot[1], payload_bytes(specs))
                 reply = {"type": "verdict", **judge.check(task, set_index, n_sets, specs, blob)}
             else:
                 reply = {"type": "latency", **judge.reference_latency(task, message[2])}

@@ -182,19 +182,27 @@ def test_content_fingerprinting_gains_nothing(make_dataset, toy_solution_json):
     assert "'replayed': 0" in last, last
 
 
-@pytest.mark.parametrize("shared", [True, False], ids=["shared-buffer", "bytes"])
+@pytest.mark.parametrize("mode", ["shared", "unsupported", "cannot-create"])
 def test_outputs_reach_the_judge_through_shared_memory_or_as_bytes(
-    monkeypatch, make_dataset, toy_solution_json, shared
+    monkeypatch, make_dataset, toy_solution_json, mode
 ):
     """Where sealed memfds exist every check names a slot of the worker's shared output
-    buffer (no bytes through the parent); without them the outputs travel as bytes. The
-    verdicts are the judge's either way: a wrong kernel fails, a right one passes."""
+    buffer (no bytes through the parent); without them, or when one cannot be made, the
+    outputs travel as bytes. The verdicts are the judge's either way: a wrong kernel fails, a
+    right one passes."""
     from fib_core.bench import exchange, pool
 
-    if shared and not exchange.supported():
+    shared = mode == "shared"
+    if mode != "unsupported" and not exchange.supported():
         pytest.skip("sealed memfds are Linux-only")
-    if not shared:
+    if mode == "unsupported":
         monkeypatch.setattr(exchange, "supported", lambda: False)
+    if mode == "cannot-create":
+
+        def refuse(*args, **kwargs):
+            raise OSError(24, "Too many open files")
+
+        monkeypatch.setattr(exchange.ArenaHandle, "create", refuse)
     seen: list[bool] = []
     real = pool.validate_check
 

@@ -359,3 +359,25 @@ def test_a_draw_of_the_wrong_shape_is_a_clear_error():
     d, wl = _batch_def("t_sets_bad"), _batch_wl()
     with pytest.raises(InputError, match=r"'unit' is float32 \(5, 3\), expected float32 \(4, 5, 3\)"):
         inputs_mod.generate_timing_sets(d, wl, seed=0, device="cpu", dataset_root=None, first=0, count=4)
+
+
+def test_a_generator_object_that_cannot_be_hashed_still_works():
+    """A generator may be any callable, even an unhashable object (a dataclass instance with
+    __call__): whether it takes a keyword is then worked out each time."""
+
+    @dataclasses.dataclass
+    class Make:
+        scale: float = 2.0
+
+        def __call__(self, definition, axes, gen, device, sets=None):
+            lead = () if sets is None else (sets,)
+            return {"unit": self.scale * torch.ones((*lead, axes["n"], axes["k"]))}
+
+    register_input_generator("t_unhashable")(Make())
+    d, wl = _batch_def("t_unhashable"), _batch_wl()
+    (x, unit, alpha, fixed) = generate_inputs(d, wl, seed=0, device="cpu", dataset_root=None)
+    assert torch.equal(unit, torch.full((5, 3), 2.0))
+    sets = inputs_mod.generate_timing_sets(
+        d, wl, seed=0, device="cpu", dataset_root=None, first=2, count=3
+    )
+    assert len(sets) == 3 and all(torch.equal(s[1], torch.full((5, 3), 2.0)) for s in sets)

@@ -310,7 +310,10 @@ def test_the_next_workloads_files_are_read_ahead_and_only_served_to_it(tmp_path,
     cache.prefetch_in_background(definition, ["a0"])  # another workload than announced
     assert cache._upcoming == {} and "c0" not in str(list(cache._prefetched))
     cache.prefetch_upcoming(definition, ["c0"])
-    cache.store_outputs(definition, "c0", [torch.zeros(3)])
+    cache.store_outputs(definition, "a0", [torch.zeros(3)])  # another file: kept
+    cache._upcoming_thread.join()
+    assert list(cache._upcoming) == [cache._path(definition, "c0", ".safetensors")]
+    cache.store_outputs(definition, "c0", [torch.zeros(3)])  # the file read ahead: dropped
     assert cache._upcoming == {} and cache._upcoming_thread is None
     cache.forget_prefetched()
 
@@ -487,3 +490,35 @@ def test_a_patched_harness_function_or_module_is_noticed_after_the_task(monkeypa
     monkeypatch.undo()
     monkeypatch.setitem(sys.modules, "fib_core.bench.check", types.ModuleType("fake"))
     assert worker._tampered(baseline) == ["sys.modules['fib_core.bench.check']"]
+    monkeypatch.undo()
+    monkeypatch.setattr(check.check_outputs, "__code__", (lambda *a, **k: None).__code__)
+    assert worker._tampered(baseline) == ["fib_core.bench.check.check_outputs.__code__"]
+    monkeypatch.undo()
+    assert worker._tampered(baseline) == []
+
+
+@needs_memfd
+def test_outputs_larger_than_a_slot_are_sent_as_bytes_not_failed():
+    """A slot too small for a call's outputs (a buffer sized for an earlier workload that could
+    not be replaced) is no fault of the solution: the check goes as bytes instead."""
+    import os
+    from types import SimpleNamespace
+
+    from fib_core.bench.judge import RemoteChecker
+
+    handle = exchange.ArenaHandle.create(1, slots=2)  # 1 MiB slots
+    sent: list[tuple[dict, object]] = []
+    checker = RemoteChecker(lambda h, b: sent.append((h, b)), lambda: {"status": "PASSED"})
+    checker.arena = exchange.Arena(os.dup(handle.fd), handle.arena_id, 2, handle.slot_bytes)
+    definition = SimpleNamespace(
+        output_names=["o"], outputs={"o": SimpleNamespace(dtype="float32")},
+        output_shapes=lambda axes: {"o": axes["shape"]},
+    )
+    for shape in ((1024,), (1 << 19,)):  # 4 KiB fits a slot; 2 MiB does not
+        prep = SimpleNamespace(sets=[[torch.zeros(1)]], axes={"shape": shape}, total_sets=4)
+        assert checker.submit(definition, [torch.ones(shape)], 0, prep, "set")().passed
+    (small, small_blob), (large, large_blob) = sent
+    assert "slot" in small and not small_blob
+    assert "slot" not in large and sum(memoryview(p).nbytes for p in large_blob) == 2 << 20
+    checker.arena.close()
+    handle.close()
