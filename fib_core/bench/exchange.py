@@ -30,6 +30,9 @@ from typing import Any
 
 SLOTS = 8  # checks in flight at most (the worker's RemoteChecker.MAX_IN_FLIGHT)
 MIN_SLOT_BYTES = 1 << 20
+# Larger outputs go as bytes (up to the wire's own cap): eight slots of them would be more
+# shared memory than a run should ask for, and a workload that large fails its memory check.
+MAX_SLOT_BYTES = 1 << 30
 NO_ARENA = ("arena", 0, 0, 0)  # sent without a descriptor: outputs go as bytes from now on
 
 

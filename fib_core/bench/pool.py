@@ -215,10 +215,14 @@ class WorkerHandle:
         if self.arena is not None and self.arena.slot_bytes >= needed:
             judge.share_arena(self.arena)
             return
-        try:
-            arena = exchange.ArenaHandle.create(needed)
-        except OSError:
-            arena = None
+        arena = None
+        if needed <= exchange.MAX_SLOT_BYTES:
+            try:
+                arena = exchange.ArenaHandle.create(needed)
+            except OSError:
+                pass
+        if arena is None and self.arena is None:
+            return  # the worker has none already
         try:
             if arena is None:
                 send_object(self.conn, exchange.NO_ARENA)

@@ -492,7 +492,9 @@ def test_a_patched_harness_function_or_module_is_noticed_after_the_task(monkeypa
     assert worker._tampered(baseline) == ["sys.modules['fib_core.bench.check']"]
     monkeypatch.undo()
     monkeypatch.setattr(check.check_outputs, "__code__", (lambda *a, **k: None).__code__)
-    assert worker._tampered(baseline) == ["fib_core.bench.check.check_outputs.__code__"]
+    named = worker._tampered(baseline)  # every module that imported it names it too
+    assert "fib_core.bench.check.check_outputs.__code__" in named
+    assert all(name.endswith("check_outputs.__code__") for name in named)
     monkeypatch.undo()
     assert worker._tampered(baseline) == []
 
