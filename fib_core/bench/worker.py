@@ -21,6 +21,7 @@ import os
 import sys
 import traceback
 import types
+from dataclasses import dataclass, field
 from typing import Any
 
 from fib_core.data.trace import EvaluationStatus
@@ -50,7 +51,17 @@ def _register_plugins(modules: tuple[str, ...], seen: set[str]) -> None:
             importlib.import_module(name)
 
 
-Watched = list[tuple[str, Any, str, Any]]  # (name, namespace, attribute, object at baseline)
+Entry = tuple[str, Any, str, Any]  # (name, namespace, attribute, object at the baseline)
+
+
+@dataclass
+class Watched:
+    """What :func:`_fingerprint` saw: entries of mappings (module dicts, class mappingproxies,
+    ``sys.modules``) and of functions (their code and defaults), kept apart so the check
+    after each task is two plain comprehensions."""
+
+    mappings: list[Entry] = field(default_factory=list)
+    functions: list[Entry] = field(default_factory=list)
 
 
 def _fingerprint() -> Watched:
@@ -62,29 +73,30 @@ def _fingerprint() -> Watched:
     class's mappingproxy, ``sys.modules``), so the check after every task (:func:`_tampered`)
     is one pass over the same entries, not a new walk of every module (that cost about 25 ms
     per workload). Objects, not ids, are kept: an id can be reused by a new object."""
-    watched: Watched = []
+    watched = Watched()
+    entries = watched.mappings
     for name, module in list(sys.modules.items()):
         if module is None or not (name == "fib_core" or name.startswith("fib_core.")
                                   or name in _WATCHED_TORCH):
             continue
-        watched.append((f"sys.modules[{name!r}]", sys.modules, name, module))
+        entries.append((f"sys.modules[{name!r}]", sys.modules, name, module))
         namespace = vars(module)
         for attr, value in list(namespace.items()):
             if callable(value):
-                watched.append((f"{name}.{attr}", namespace, attr, value))
+                entries.append((f"{name}.{attr}", namespace, attr, value))
                 _watch_code(watched, f"{name}.{attr}", value)
                 if isinstance(value, type) and getattr(value, "__module__", "") == name:
                     members = vars(value)
                     for member, fn in list(members.items()):
                         if callable(fn):
-                            watched.append((f"{name}.{attr}.{member}", members, member, fn))
+                            entries.append((f"{name}.{attr}.{member}", members, member, fn))
                             _watch_code(watched, f"{name}.{attr}.{member}", fn)
     tensor = sys.modules.get("torch")
     if tensor is not None:
         members = vars(tensor.Tensor)
         for member, fn in list(members.items()):
             if callable(fn):
-                watched.append((f"torch.Tensor.{member}", members, member, fn))
+                entries.append((f"torch.Tensor.{member}", members, member, fn))
     return watched
 
 
@@ -92,7 +104,7 @@ def _watch_code(watched: Watched, name: str, fn: Any) -> None:
     """A Python function's code and defaults can be swapped in place, the object kept."""
     if isinstance(fn, types.FunctionType):
         for attr in ("__code__", "__defaults__", "__kwdefaults__"):
-            watched.append((f"{name}.{attr}", fn, attr, getattr(fn, attr)))
+            watched.functions.append((f"{name}.{attr}", fn, attr, getattr(fn, attr)))
 
 
 _WATCHED_TORCH = ("torch", "torch.cuda", "torch.profiler", "torch.testing", "torch.autograd.profiler",
@@ -129,16 +141,12 @@ def _settle_context(device: str) -> None:
 
 def _tampered(baseline: Watched) -> list[str]:
     """Names whose object is no longer the one the baseline saw (a removed name is not
-    counted: lazy modules drop and re-add names on their own)."""
-    missing = object()
-    changed = []
-    for name, namespace, attr, obj in baseline:
-        if isinstance(namespace, types.FunctionType):
-            value = getattr(namespace, attr, missing)
-        else:
-            value = namespace.get(attr, missing)
-        if value is not missing and value is not obj:
-            changed.append(name)
+    counted: lazy modules drop and re-add names on their own); about 10 ms for the 25 000
+    entries of a worker that imported torch, against 25 ms for a walk of every module."""
+    changed = [n for n, space, attr, obj in baseline.mappings if space.get(attr, obj) is not obj]
+    changed += [
+        n for n, fn, attr, obj in baseline.functions if getattr(fn, attr, obj) is not obj
+    ]
     return sorted(changed)
 
 
@@ -252,7 +260,7 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
         sys.stdout.flush()
         sys.stderr.flush()
         changed = state.restore()
-        tainted = _tampered(baseline or [])
+        tainted = _tampered(baseline or Watched())
         if changed or tainted:
             notes = result.extra.setdefault("warnings", [])
             if changed:
