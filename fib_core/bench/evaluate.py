@@ -250,19 +250,12 @@ class Evaluator:
         return built
 
     def _prepare(self, definition, workload, cfg: BenchmarkConfig, root: str | None) -> _Prepared:
-        blob_cache: dict = {}
         notes: list[str] = []
+        # Every set of this workload: one seed, one device, one cache of loaded blobs.
+        common = dict(seed=cfg.seed, device=self.device, dataset_root=root, blob_cache={})
 
         def make(k: int) -> list:
-            return generate_inputs(
-                definition,
-                workload,
-                seed=cfg.seed,
-                device=self.device,
-                dataset_root=root,
-                input_set=k,
-                blob_cache=blob_cache,
-            )
+            return generate_inputs(definition, workload, input_set=k, **common)
 
         try:
             sets = [make(0)]
@@ -276,14 +269,7 @@ class Evaluator:
 
         def make_more() -> list:
             return generate_timing_sets(
-                definition,
-                workload,
-                seed=cfg.seed,
-                device=self.device,
-                dataset_root=root,
-                first=early,
-                count=wanted - early,
-                blob_cache=blob_cache,
+                definition, workload, first=early, count=wanted - early, **common
             )
 
         failed = definition.check_constraints(
