@@ -284,8 +284,11 @@ def generate_timing_sets(
                             dataset_root=dataset_root, input_set=first + j, blob_cache=cache)
             for j in range(count)
         ]
+    from fib_core.bench.memory_budget import tensor_bytes
+
     shapes = definition.input_shapes(workload.axes)
-    per_set = _set_bytes(definition, shapes)
+    _, sizes = tensor_bytes(definition, dict(workload.axes))
+    per_set = sum(size for name, size in sizes if name in definition.inputs)
     step = max(1, min(count, chunk_bytes // max(per_set, 1)))
     out: list[list] = []
     for start in range(0, count, step):
@@ -296,20 +299,6 @@ def generate_timing_sets(
             definition, workload, shapes, structured, gen, device, dataset_root, cache, sets=n
         )
     return out
-
-
-def _set_bytes(definition: Definition, shapes: dict[str, tuple[int, ...] | None]) -> int:
-    """Bytes of one input set's tensors (what a draw of many sets holds per set)."""
-    import math
-
-    from fib_core.data.dtypes import TORCH_ELEMENT_BYTES
-
-    total = 0
-    for name, spec in definition.inputs.items():
-        shape = shapes[name]
-        if shape is not None:
-            total += math.prod(shape) * TORCH_ELEMENT_BYTES.get(spec.dtype, 4)
-    return total
 
 
 def _assemble(

@@ -227,43 +227,40 @@ class JudgeServer:
         waits for the thread): the reference runs and device copies still happen at the first
         check, so the judge never uses the GPU while the worker times.
         """
-        from fib_core.bench.reference import reference_key
-        from fib_core.bench.reference_sets import checked_indices
         from fib_core.data.definition import Definition
         from fib_core.data.workload import Workload
 
         definition = Definition.from_dict(task.definition)
         workload = Workload.from_dict(task.workload)
         self._announced = (task.task_id, definition, workload)  # parsed once per task
-        cfg = self._announced_cfg = task.config
-        keys = [
+        self._announced_cfg = task.config
+        keys = self._checked_keys(definition, workload, task.config)
+        self.evaluator.ref_cache.forget_prefetched()  # what an ended task left unread
+        self.evaluator.ref_cache.prefetch_in_background(definition, keys)
+
+    def _checked_keys(self, definition: Any, workload: Any, cfg: Any) -> list[str]:
+        """Cache keys of every set a run of ``workload`` may check (the checked sets and the
+        re-check pool)."""
+        from fib_core.bench.reference import reference_key
+        from fib_core.bench.reference_sets import checked_indices
+
+        return [
             reference_key(
                 definition, workload, seed=cfg.seed, device_kind=self.evaluator.kind, input_set=k
             )
             for k in checked_indices(MAX_SETS, cfg.num_input_sets, cfg.num_trials)
         ]
-        self.evaluator.ref_cache.forget_prefetched()  # what an ended task left unread
-        self.evaluator.ref_cache.prefetch_in_background(definition, keys)
 
     def announce_next(self, workload: dict) -> None:
         """The workload that follows the announced task (same definition and settings): read
         its cached reference files once the current task's are in (see
         :meth:`fib_core.bench.integrity.SignedReferenceCache.prefetch_upcoming`)."""
-        from fib_core.bench.reference import reference_key
-        from fib_core.bench.reference_sets import checked_indices
         from fib_core.data.workload import Workload
 
         if self._announced is None:
             return
         _, definition, _ = self._announced
-        cfg = self._announced_cfg
-        upcoming = Workload.from_dict(workload)
-        keys = [
-            reference_key(
-                definition, upcoming, seed=cfg.seed, device_kind=self.evaluator.kind, input_set=k
-            )
-            for k in checked_indices(MAX_SETS, cfg.num_input_sets, cfg.num_trials)
-        ]
+        keys = self._checked_keys(definition, Workload.from_dict(workload), self._announced_cfg)
         self.evaluator.ref_cache.prefetch_upcoming(definition, keys)
 
     def _task(self, task: Any, n_sets: int) -> _TaskState:
@@ -423,7 +420,7 @@ class TaskLedger:
 def validate_check(header: dict, blob: bytes, n_outputs: int, arena: Any = None) -> dict:
     """A worker's check request, or WireError. Outputs come in ``blob`` or, when the header
     names a slot, in that slot of the shared output buffer ``arena`` (the parent's
-    :class:`fib_core.bench.pool.ArenaHandle`: id, slots, slot_bytes)."""
+    :class:`fib_core.bench.exchange.ArenaHandle`: id, slots, slot_bytes)."""
     k, label = header.get("set"), header.get("label")
     if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < MAX_SETS:
         raise WireError("malformed check request (bad input set index)")

@@ -71,7 +71,7 @@ def _fingerprint() -> Watched:
 
     Taken once, at the first task; each namespace is kept as a live view (a module's dict, a
     class's mappingproxy, ``sys.modules``), so the check after every task (:func:`_tampered`)
-    is one pass over the same entries, not a new walk of every module (that cost about 25 ms
+    is a pass over the same entries, not a new walk of every module (that cost about 25 ms
     per workload). Objects, not ids, are kept: an id can be reused by a new object."""
     watched = Watched()
     entries = watched.mappings
