@@ -210,9 +210,15 @@ def test_the_judge_prefetches_a_task_it_is_told_of_and_forgets_it_after(
     cache = judge.evaluator.ref_cache
     cache._upcoming_thread.join()
     assert len(cache._upcoming) == len(checked_indices(20, 2, 2))
+    from fib_core.bench import integrity
+
+    reads: list[str] = []
+    real_read = integrity._read
+    monkeypatch.setattr(integrity, "_read", lambda path: reads.append(path.name) or real_read(path))
     judge.announce(task(4))
     assert cache._upcoming == {} and cache._upcoming_thread is None
     assert verdicts(task(4)) == ["PASSED", "INCORRECT_NUMERICAL"]
+    assert not [name for name in reads if name.endswith(".safetensors")]  # read ahead, once
     judge.forget()
 
 
