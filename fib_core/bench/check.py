@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from fib_core.bench.eval_settings import ORGANIZER_TOLERANCE, contest_tolerance
 from fib_core.errors import FibError
@@ -291,22 +291,43 @@ class OutputComparison:
         return text
 
 
-def element_failures(
-    x: torch.Tensor, y: torch.Tensor, tol: Tolerance
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(failed mask, |x - y| where both finite else 0, relative error) of float32 tensors
-    under the organizers' rule, NaN/inf aware: an element fails beyond both atol and rtol, or
-    when either side is NaN, or an inf is not matched by the same inf."""
+class _Specials(NamedTuple):
+    """Where either side of a comparison is NaN or inf, computed once per compared pair."""
+
+    nan_x: torch.Tensor
+    nan_y: torch.Tensor
+    inf_x: torch.Tensor
+    inf_y: torch.Tensor
+    same_inf: torch.Tensor  # an inf matched by the same inf
+    finite: torch.Tensor  # both sides finite
+    bad: torch.Tensor  # fails whatever the tolerance: a NaN, or an unmatched inf
+
+
+def _specials(x: torch.Tensor, y: torch.Tensor) -> _Specials:
     import torch
 
     nan_x, nan_y = torch.isnan(x), torch.isnan(y)
     inf_x, inf_y = torch.isinf(x), torch.isinf(y)
     same_inf = inf_x & inf_y & (x == y)
     finite = torch.isfinite(x) & torch.isfinite(y)
-    diff = torch.where(finite, (x - y).abs(), torch.zeros_like(x))
+    bad = nan_x | nan_y | ((inf_x | inf_y) & ~same_inf)
+    return _Specials(nan_x, nan_y, inf_x, inf_y, same_inf, finite, bad)
+
+
+def element_failures(
+    x: torch.Tensor, y: torch.Tensor, tol: Tolerance, specials: _Specials | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(failed mask, |x - y| where both finite else 0, relative error) of float32 tensors
+    under the organizers' rule, NaN/inf aware: an element fails beyond both atol and rtol, or
+    when either side is NaN, or an inf is not matched by the same inf. ``specials`` (the NaN
+    and inf masks of this pair) saves computing them again."""
+    import torch
+
+    sp = specials if specials is not None else _specials(x, y)
+    diff = torch.where(sp.finite, (x - y).abs(), torch.zeros_like(x))
     rel = diff / (y.abs() + REL_EPS)
     failed_mask = (diff > tol.atol) & (rel > tol.rtol)
-    failed_mask |= nan_x | nan_y | ((inf_x | inf_y) & ~same_inf)
+    failed_mask |= sp.bad
     return failed_mask, diff, rel
 
 
@@ -319,11 +340,9 @@ def compare_tensor(name: str, got: torch.Tensor, want: torch.Tensor, tol: Tolera
     numel = y.numel()
     if numel == 0:
         return OutputComparison(name, 0, 0, 1.0, 0.0, 0.0)
-    nan_x, nan_y = torch.isnan(x), torch.isnan(y)
-    inf_x, inf_y = torch.isinf(x), torch.isinf(y)
-    same_inf = inf_x & inf_y & (x == y)
-    finite = torch.isfinite(x) & torch.isfinite(y)
-    failed_mask, diff, rel = element_failures(x, y, tol)
+    sp = _specials(x, y)
+    nan_x, nan_y, inf_x, inf_y, same_inf, finite, bad = sp
+    failed_mask, diff, rel = element_failures(x, y, tol, sp)
     failed = int(failed_mask.sum().item())
     cmp = OutputComparison(
         name=name,
@@ -341,7 +360,7 @@ def compare_tensor(name: str, got: torch.Tensor, want: torch.Tensor, tol: Tolera
         flat_idx = torch.nonzero(failed_mask.reshape(-1))[:FIRST_INDICES_SHOWN, 0].tolist()
         cmp.first_failures = [unravel_index(i, tuple(y.shape)) for i in flat_idx]
         # The worst element: the first non-finite failure if any, else the largest |err|.
-        bad = (nan_x | nan_y | ((inf_x | inf_y) & ~same_inf)).reshape(-1)
+        bad = bad.reshape(-1)
         if bool(bad.any()):
             worst = int(torch.nonzero(bad)[0, 0].item())
         else:
