@@ -9,7 +9,8 @@ except the first:
     workloads.py        ``COLUMNS``, ``ROWS`` (var-axis values of its workloads); optional
                         ``BLOB_INPUTS`` (inputs stored as safetensors blobs), ``blobs(axes, gen)``
                         (those tensors) and ``scalars(row)`` (scalar inputs of a row)
-    generator.py        ``generate(definition, axes, gen, device) -> {input: tensor}``
+    generator.py        ``generate(definition, axes, gen, device) -> {input: tensor}`` (optional
+                        keywords ``wanted`` and ``sets``: see ``register_input_generator``)
     cost.py             ``cost(axes, inputs) -> fib_core.dataset.roofline.Cost``
     checker.py          ``check(definition, outputs, reference, inputs, tolerance) -> CheckResult``
     fast_reference.py   ``run(...)``: the reference's arithmetic, faster, for untimed sets
