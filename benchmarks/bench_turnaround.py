@@ -116,13 +116,16 @@ def _solution_root(definition: str, use_reference: bool, scratch: Path) -> Any:
     return config_from_dict(data, root / "config.toml")
 
 
-def _progress(label: str, started: float):
+def _progress(label: str, started: float, marks: dict[str, float]):
     """A line per finished workload (a long run shows where it is, and a killed one what it
-    reached)."""
-    from fib_core.bench.events import WorkloadFinished
+    reached); ``marks`` gets the times of the first workload's start and the last one's end."""
+    from fib_core.bench.events import WorkloadFinished, WorkloadStarted
 
     def show(event: Any) -> None:
+        if isinstance(event, WorkloadStarted):
+            marks.setdefault("first_start", time.perf_counter() - started)
         if isinstance(event, WorkloadFinished):
+            marks["last_end"] = time.perf_counter() - started
             ev = event.trace.evaluation
             status = ev.status.value if ev is not None else "NONE"
             phases = (ev.extra or {}).get("phase_seconds", {}) if ev is not None else {}
@@ -150,9 +153,14 @@ def _run(cfg: Any, opts: Any, gpus: str | None, cache: Path, extra: dict | None,
     request.dataset_path = str(dataset)
     if extra:
         request.engine["extra"] = dict(extra)
-    shards = execute_on_gpus(request, gpus, on_event=_progress(label, started))
+    marks: dict[str, float] = {}
+    shards = execute_on_gpus(request, gpus, on_event=_progress(label, started, marks))
     wall = time.perf_counter() - started
-    print(f"  [{label}] {cfg.solution.definition}: {wall:.1f} s", flush=True)
+    # Start-up: until the first workload starts (processes, imports, dataset); wind-down: from
+    # the last workload's end until the run returns (stopping the processes, merging).
+    print(f"  [{label}] {cfg.solution.definition}: {wall:.1f} s (start-up "
+          f"{marks.get('first_start', float('nan')):.1f} s, wind-down "
+          f"{wall - marks.get('last_end', float('nan')):.1f} s)", flush=True)
     traces, _ = merge_shards(shards)
     return {"wall_s": wall, "traces": traces, "breakdown": harness_breakdown(traces)}
 

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 SLOTS = 8  # checks in flight at most (the worker's RemoteChecker.MAX_IN_FLIGHT)
+# Arenas up to this size are page-locked for the GPU on both sides (see Arena.pin).
+PIN_MAX_BYTES = 1 << 30
 MIN_SLOT_BYTES = 1 << 20
 # Larger outputs go as bytes (up to the wire's own cap): eight slots of them would be more
 # shared memory than a run should ask for, and a workload that large fails its memory check.
@@ -101,6 +103,35 @@ class Arena:
             os.close(fd)
         self.arena_id, self.slots, self.slot_bytes = arena_id, slots, slot_bytes
         self._next = 0
+        self._pinned: Any = None  # a tensor over the whole mapping while it is registered
+
+    def pin(self) -> bool:
+        """Page-lock the mapping for CUDA (``cudaHostRegister``), so copies between it and a
+        GPU go by DMA instead of through the driver's staging buffer: 33.5 MB took 0.66 ms
+        instead of 3.1 ms each way on an H100. The pages are touched first, which is cheaper
+        than letting the registration fault them in (512 MiB: 109 + 24 ms against 202 ms).
+        Only arenas up to :data:`PIN_MAX_BYTES`; False (copies stay pageable, as before) when
+        the arena is larger or CUDA refuses."""
+        size = self.slots * self.slot_bytes
+        if self._pinned is not None or size > PIN_MAX_BYTES:
+            return self._pinned is not None
+        import torch
+
+        populate = getattr(mmap, "MADV_POPULATE_WRITE", None)
+        if populate is not None:
+            try:
+                self._map.madvise(populate)
+            except OSError:
+                pass
+        whole = torch.frombuffer(self._map, dtype=torch.uint8)
+        try:
+            status = torch.cuda.cudart().cudaHostRegister(whole.data_ptr(), size, 0)
+        except Exception:
+            return False
+        if int(status) != 0:
+            return False
+        self._pinned = whole
+        return True
 
     def take(self) -> int:
         """The next slot, in turn (the caller keeps at most ``slots`` checks in flight)."""
@@ -115,16 +146,27 @@ class Arena:
         return memoryview(self._map)[start : start + nbytes]
 
     def close(self) -> None:
+        if self._pinned is not None:
+            import torch
+
+            try:
+                torch.cuda.cudart().cudaHostUnregister(self._pinned.data_ptr())
+            except Exception:
+                pass
+            self._pinned = None
         try:
             self._map.close()
         except BufferError:  # a tensor still views it: the mapping goes with the last one
             pass
 
 
-def receive_arena(message: tuple, fds: list[int], current: Arena | None) -> Arena | None:
+def receive_arena(
+    message: tuple, fds: list[int], current: Arena | None, pin: bool = False
+) -> Arena | None:
     """Worker and judge: map the arena an ``("arena", id, slots, slot_bytes)`` message brought
-    (its descriptor in ``fds``), replacing ``current``; None when it came without one or
-    cannot be mapped (outputs then go as bytes; the judge reports checks naming it)."""
+    (its descriptor in ``fds``), replacing ``current``, and with ``pin`` (a process using a
+    GPU) page-lock it; None when it came without one or cannot be mapped (outputs then go as
+    bytes; the judge reports checks naming it)."""
     if current is not None:
         current.close()
     for extra in fds[1:]:
@@ -133,6 +175,9 @@ def receive_arena(message: tuple, fds: list[int], current: Arena | None) -> Aren
         return None
     _, arena_id, slots, slot_bytes = message
     try:
-        return Arena(fds[0], arena_id, slots, slot_bytes)
+        arena = Arena(fds[0], arena_id, slots, slot_bytes)
     except (OSError, ValueError):
         return None
+    if pin:
+        arena.pin()
+    return arena

@@ -174,15 +174,17 @@ class WorkerHandle:
 
     def close(self) -> None:
         """Ask the child to exit; kill it (and anything it started) if it does not soon."""
-        if self.proc is None:
-            return
+        close_all([self])
+
+    def _ask_to_close(self) -> bool:
+        """Send the child its ``close``; False when it is not there to get it."""
+        if self.proc is None or not self.alive or self.conn is None:
+            return False
         try:
-            if self.alive and self.conn is not None:
-                send_object(self.conn, ("close",))
-                self.proc.wait(timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        self.kill()
+            send_object(self.conn, ("close",))
+        except OSError:
+            return False
+        return True
 
     def kill(self) -> None:
         """SIGKILL the child's process group and every process still carrying its token."""
@@ -376,6 +378,25 @@ class JudgeFailed(Exception):
     def __init__(self, status: str, text: str) -> None:
         super().__init__(text)
         self.status = status
+
+
+CLOSE_TIMEOUT_S = 10.0
+
+
+def close_all(handles: list[WorkerHandle | None]) -> None:
+    """Ask every child to exit at once, wait for them together, then kill what is left (and
+    anything they started). A child's exit tears down its CUDA context, a good part of a
+    second; one child after the other, that was added to the end of every run."""
+    present = [h for h in handles if h is not None and h.proc is not None]
+    asked = [h for h in present if h._ask_to_close()]
+    deadline = time.monotonic() + CLOSE_TIMEOUT_S
+    for handle in asked:
+        try:
+            handle.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    for handle in present:
+        handle.kill()
 
 
 class JudgeHandle(WorkerHandle):

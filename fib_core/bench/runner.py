@@ -27,6 +27,7 @@ from fib_core.bench.pool import (
     JudgeHandle,
     WorkerDied,
     WorkerHandle,
+    close_all,
     default_log_dir,
     take_early,
     trusted_checks,
@@ -127,9 +128,7 @@ class Benchmark:
     def close(self) -> None:
         """Stop the worker and remove its logs."""
         self._unlock_resume()
-        for handle in (self._worker, self._judge):
-            if handle is not None:
-                handle.close()
+        close_all([self._worker, self._judge])
         self._worker = self._judge = None
         self._drop_spare()
         shutil.rmtree(self._log_dir, ignore_errors=True)

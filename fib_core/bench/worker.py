@@ -236,9 +236,10 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
             return 0  # the parent went away
         if message[0] == "close":
             evaluator.close()
-            return 0
+            return _leave()
         if message[0] == "arena":  # where this worker's outputs go from now on
-            arena = receive_arena(message, fds, checker.arena if checker else None)
+            arena = receive_arena(message, fds, checker.arena if checker else None,
+                                  pin=device.startswith("cuda"))
             if checker is not None:
                 checker.arena = arena
             elif arena is not None:
@@ -300,10 +301,10 @@ def serve_judge(sock: Any, requested_device: str) -> int:
         except (ChildGone, EOFError, OSError):
             return 0
         kind = message[0]
-        if kind == "close":
-            return 0
+        if kind == "close":  # every reference store finished before its check was answered
+            return _leave()
         if kind == "arena":  # a check naming another buffer is then the judge's failure
-            arena = receive_arena(message, fds, arena)
+            arena = receive_arena(message, fds, arena, pin=device.startswith("cuda"))
             continue
         if kind == "forget":
             judge.forget()
@@ -342,6 +343,30 @@ def serve_judge(sock: Any, requested_device: str) -> int:
         except Exception:
             reply = {"type": "failed", "message": traceback.format_exc()[-4000:]}
         send_frame(sock, reply)
+
+
+def _leave() -> int:
+    """Exit at once when the parent says ``close``: the interpreter's orderly teardown of torch
+    and the CUDA context took 0.6-1.0 s against 0.12 s for ``os._exit`` (measured on an
+    H100), at the end of every run. Under a profiler (measuring the harness) the normal exit
+    stays, so the profile is written."""
+    if _profiled():
+        return 0
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(0)
+
+
+def _profiled() -> bool:
+    """Whether a profiler watches this process (``sys.setprofile``, or from Python 3.12 on
+    ``sys.monitoring``, which cProfile uses there)."""
+    if sys.getprofile() is not None:
+        return True
+    monitoring = getattr(sys, "monitoring", None)
+    return monitoring is not None and monitoring.get_tool(monitoring.PROFILER_ID) is not None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -107,3 +107,109 @@ def test_one_session_and_per_trial_sessions_measure_alike() -> None:
     assert checked == [34, 64, 94] * 2  # re-checks still run after each trial
     band = max(per_trial.overall["p90"] - per_trial.overall["p10"], 0.05 * per_trial.latency_ms)
     assert abs(one.latency_ms - per_trial.latency_ms) <= band
+
+
+def test_staging_copies_the_set_swaps_scalars_and_poisons_outputs(monkeypatch) -> None:
+    import torch
+
+    from fib_core.bench import evaluate
+
+    source = [torch.arange(6.0), 3, torch.tensor([7, 8], dtype=torch.int32)]
+    working = [torch.zeros(6), 1, torch.zeros(2, dtype=torch.int32)]
+    address = working[0].data_ptr()
+    outputs = [torch.zeros(3), torch.zeros(2, dtype=torch.int64), torch.ones(2, dtype=torch.bool),
+               None]
+    batched = []
+
+    def foreach_copy(targets, sources):
+        batched.append(len(targets))
+        for target, src in zip(targets, sources, strict=True):
+            target.copy_(src)
+
+    monkeypatch.setattr(torch, "_foreach_copy_", foreach_copy)
+    stage = evaluate._Staging(working, [0, 1, 2], outputs)
+    stage(source)
+    # One copy per dtype: float32 (x and the float output), int32 (the int input), int64 (the
+    # int output); the bool output has no poison value.
+    assert sorted(batched) == [1, 1, 2]
+    assert working[0].data_ptr() == address and working[0].tolist() == source[0].tolist()
+    assert working[1] == 3 and working[2].tolist() == [7, 8]
+    assert torch.isnan(outputs[0]).all()
+    assert outputs[1].tolist() == [torch.iinfo(torch.int64).min] * 2
+    assert outputs[2].tolist() == [True, True]
+    outputs[0].zero_()  # a call writes its outputs; the next staging poisons them again
+    stage(source)
+    assert torch.isnan(outputs[0]).all()
+
+
+def test_staging_fills_outputs_over_the_template_budget(monkeypatch) -> None:
+    import torch
+
+    from fib_core.bench import evaluate
+
+    monkeypatch.setattr(evaluate, "POISON_TEMPLATE_BYTES", 8)
+    out = torch.zeros(4)  # 16 bytes: no template, filled in place
+    stage = evaluate._Staging([torch.zeros(2)], [0], [out])
+    assert stage.templates == [] and stage.targets == [stage.working[0]]
+    stage([torch.ones(2)])
+    assert torch.isnan(out).all() and stage.working[0].tolist() == [1.0, 1.0]
+
+
+def test_copy_all_without_a_batched_copy_copies_one_by_one(monkeypatch) -> None:
+    import torch
+
+    from fib_core.bench import evaluate
+
+    monkeypatch.delattr(torch, "_foreach_copy_")
+    targets = [torch.zeros(2), torch.zeros(3)]
+    evaluate.copy_all(targets, [torch.ones(2), torch.full((3,), 2.0)])
+    assert targets[0].tolist() == [1.0, 1.0] and targets[1].tolist() == [2.0, 2.0, 2.0]
+
+
+class _Lazy:
+    """A destination-passing toy axpy that stops writing its output after ``honest`` calls."""
+
+    dps = True
+
+    def __init__(self, honest: int) -> None:
+        self.honest, self.calls = honest, 0
+
+    def run(self, inputs, outputs):
+        x, y, alpha = inputs
+        self.calls += 1
+        if self.calls <= self.honest:
+            outputs[0].copy_(alpha * x + y)
+        return tuple(outputs)
+
+
+@pytest.mark.parametrize("budget", [0, 1 << 30])
+def test_rechecked_timed_calls_are_checked_from_device_or_host_copies(
+    budget, monkeypatch, tmp_path, toy_definition, toy_workloads
+) -> None:
+    """Kept outputs of re-checked timed calls stay on the device within the budget and go to
+    the host past it; either way an honest kernel passes and one that stops computing fails."""
+    from fib_core.bench import evaluate
+    from fib_core.bench.check import resolve_tolerance
+    from fib_core.bench.config import BenchmarkConfig
+    from fib_core.bench.environment import EnvironmentInfo
+
+    monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(evaluate, "KEPT_ON_DEVICE_BYTES", budget)
+    hosted = []
+    real = evaluate._to_host
+    monkeypatch.setattr(evaluate, "_to_host", lambda v: (hosted.append(v), real(v))[1])
+    cfg = BenchmarkConfig(device="cpu", warmup_runs=1, iterations=3, num_trials=2)
+    ev = evaluate.Evaluator("cpu", EnvironmentInfo(device_kind="cpu", hardware="cpu"))
+    tol = resolve_tolerance(toy_definition, cfg)
+    for honest, passes in ((10**6, True), (1, False)):
+        prep = ev._prepare(toy_definition, toy_workloads[0], cfg, None)
+        prep.complete()
+        hosted.clear()
+        if passes:
+            result = ev._time_solution(toy_definition, _Lazy(honest), prep, tol, cfg)
+            assert result.latency_ms > 0
+        else:
+            with pytest.raises(evaluate._Failed, match="outputs of timed call"):
+                ev._time_solution(toy_definition, _Lazy(honest), prep, tol, cfg)
+        # last call of each trial plus one sampled call per trial: 4 kept output tuples
+        assert len(hosted) == (4 if budget == 0 else 0)

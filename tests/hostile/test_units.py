@@ -445,6 +445,48 @@ def test_outputs_written_into_a_slot_are_read_back_by_the_judge_as_its_own_copy(
         handle.close()
 
 
+@needs_memfd
+def test_a_gpu_process_page_locks_its_mapping_and_releases_it_on_close(monkeypatch):
+    """Both sides page-lock the arena for DMA (up to PIN_MAX_BYTES) and unregister it before
+    unmapping; a refusal leaves a pageable mapping that still works."""
+    import os
+
+    calls = []
+
+    class Cudart:
+        status = 0
+
+        def cudaHostRegister(self, ptr, size, flags):
+            calls.append(("register", ptr, size))
+            return self.status
+
+        def cudaHostUnregister(self, ptr):
+            calls.append(("unregister", ptr))
+            return 0
+
+    cudart = Cudart()
+    monkeypatch.setattr(torch.cuda, "cudart", lambda: cudart)
+    handle = exchange.ArenaHandle.create(1 << 10, slots=2)
+    try:
+        arena = exchange.Arena(os.dup(handle.fd), 1, 2, handle.slot_bytes)
+        assert arena.pin() and arena.pin()  # registered once
+        assert [c[0] for c in calls] == ["register"] and calls[0][2] == 2 * handle.slot_bytes
+        arena.region(1, 4)[:] = b"abcd"  # still an ordinary mapping
+        arena.close()
+        assert calls[1] == ("unregister", calls[0][1])
+        cudart.status = 1  # CUDA refuses
+        refused = exchange.Arena(os.dup(handle.fd), 1, 2, handle.slot_bytes)
+        assert not refused.pin() and bytes(refused.region(1, 4)) == b"abcd"
+        refused.close()
+        assert len(calls) == 3  # the refused registration is not undone
+        monkeypatch.setattr(exchange, "PIN_MAX_BYTES", handle.slot_bytes)
+        large = exchange.Arena(os.dup(handle.fd), 1, 2, handle.slot_bytes)
+        assert not large.pin() and len(calls) == 3  # too large: not even asked
+        large.close()
+    finally:
+        handle.close()
+
+
 def test_a_check_naming_a_slot_is_held_to_the_buffer_the_parent_gave():
     """The parent validates a slot request like a blob: the current buffer's id, a slot that
     exists, outputs no larger than a slot, no bytes besides; otherwise it is malformed."""
