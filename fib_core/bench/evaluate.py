@@ -39,6 +39,7 @@ from fib_core.bench.reference import (
     ReferenceCache,
     clone_args,
     latency_key,
+    reference_keys,
     reference_outputs,
     reference_run,
 )
@@ -338,7 +339,7 @@ class Evaluator:
         reference latency from the calls that computed them, timed as the solution's quantity
         (:func:`fib_core.bench.timing.reference_method`; cached per GPU and method)."""
         from fib_core.bench.eval_settings import eval_settings
-        from fib_core.bench.reference import fast_reference_for, reference_key, reference_result
+        from fib_core.bench.reference import fast_reference_for, reference_result
         from fib_core.bench.reference_sets import (
             REFERENCE_TIMING_VERSION,
             checked_indices,
@@ -364,11 +365,6 @@ class Evaluator:
             cached_latency = self.ref_cache.load_latency(definition, lat_key)
         exact_fn = reference_run(definition)
         fast_fn = fast_reference_for(definition.name)
-
-        def key(k: int) -> str:
-            return reference_key(
-                definition, workload, seed=cfg.seed, device_kind=self.kind, input_set=k
-            )
 
         def measure_exact(ks: list[int]):
             # The first call of a definition's reference in a process pays one-off costs
@@ -415,6 +411,10 @@ class Evaluator:
             return reference_result(definition, fast_fn(*clone_args(sets[k])), "the fast reference")
 
         indices = checked_indices(len(sets), cfg.num_input_sets, cfg.num_trials)
+        keys = reference_keys(
+            definition, workload, seed=cfg.seed, device_kind=self.kind, input_sets=indices
+        )
+        key = dict(zip(indices, keys, strict=True)).__getitem__
         need_latency = cfg.profile_baseline and cached_latency is None
         loaded = indices[timed_calls:] if need_latency else indices  # the timed: computed
         self.ref_cache.prefetch_outputs(definition, [key(k) for k in loaded])

@@ -72,6 +72,11 @@ class ArenaHandle:
         fd = os.memfd_create("fib-outputs", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
             os.ftruncate(fd, slots * slot_bytes)
+            if slots * slot_bytes <= PIN_MAX_BYTES and hasattr(os, "posix_fallocate"):
+                # Its pages exist before the children page-lock it (registering then only
+                # pins them: 24 ms for 512 MiB on an H100, against 202 ms while faulting them
+                # in), and memory that is not there fails here, not as a fault in a child.
+                os.posix_fallocate(fd, 0, slots * slot_bytes)
             seals = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
         except OSError:
@@ -108,21 +113,14 @@ class Arena:
     def pin(self) -> bool:
         """Page-lock the mapping for CUDA (``cudaHostRegister``), so copies between it and a
         GPU go by DMA instead of through the driver's staging buffer: 33.5 MB took 0.66 ms
-        instead of 3.1 ms each way on an H100. The pages are touched first, which is cheaper
-        than letting the registration fault them in (512 MiB: 109 + 24 ms against 202 ms).
-        Only arenas up to :data:`PIN_MAX_BYTES`; False (copies stay pageable, as before) when
+        instead of 3.1 ms each way on an H100. (The parent allocated the pages, see
+        :meth:`ArenaHandle.create`.) Only arenas up to :data:`PIN_MAX_BYTES`; False (copies stay pageable, as before) when
         the arena is larger or CUDA refuses."""
         size = self.slots * self.slot_bytes
         if self._pinned is not None or size > PIN_MAX_BYTES:
             return self._pinned is not None
         import torch
 
-        populate = getattr(mmap, "MADV_POPULATE_WRITE", None)
-        if populate is not None:
-            try:
-                self._map.madvise(populate)
-            except OSError:
-                pass
         whole = torch.frombuffer(self._map, dtype=torch.uint8)
         try:
             status = torch.cuda.cudart().cudaHostRegister(whole.data_ptr(), size, 0)

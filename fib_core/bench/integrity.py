@@ -12,9 +12,9 @@ loading is lean: each file is read once into one buffer, the files of a workload
 side by side in threads (hashing releases the GIL), and tensors are views of the verified
 buffer until they move to the device. The judge starts that read when a task starts
 (:meth:`SignedReferenceCache.prefetch_in_background`), while the worker builds and makes
-inputs, and reads the next workload's files while the current one runs
-(:meth:`SignedReferenceCache.prefetch_upcoming`), so a warm run's first check of a workload
-rarely waits for the disk or the hash.
+inputs, and queues the next workload's files while the current one runs
+(:meth:`SignedReferenceCache.prefetch_upcoming`); a check waits for its own file only, so a
+warm run's first check of a workload rarely waits for the disk or the hash.
 """
 
 from __future__ import annotations
@@ -26,9 +26,8 @@ import logging
 import os
 import secrets
 import struct
-import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -66,10 +65,19 @@ def ensure_key(root: Path | None = None) -> bytes | None:
         return None
 
 
-VERIFY_THREADS = 8
-# The next workload's files are read by fewer threads: it has a whole workload's time, during
-# which the worker may be timing (launch-bound kernels should not fight the judge for CPUs).
-UPCOMING_THREADS = 2
+def _read_threads() -> int:
+    """Threads that read and verify cached files: half the CPUs this process may use, between
+    2 and 8. They read while the worker may be timing (a launch-bound kernel needs its CPU),
+    so a small machine keeps two; a GPU server has CPUs to spare (a warm GDN decode run
+    verifies about 10 GB of references)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 2
+    return max(2, min(8, cpus // 2))
+
+
+READ_THREADS = _read_threads()
 PREFETCH_BYTES = 2 << 30  # host memory prefetched files may take at once (this and the next)
 
 
@@ -87,133 +95,101 @@ def _read(path: Path) -> bytearray:
     return buf
 
 
+# A file being read ahead: (its read, its size when asked for).
+_Entry = tuple[Future, int]
+
+
 class SignedReferenceCache(ReferenceCache):
-    """A :class:`ReferenceCache` whose every file must carry a valid signature to be used."""
+    """A :class:`ReferenceCache` whose every file must carry a valid signature to be used.
+
+    Reads ahead file by file: each file a workload may check is read and verified by a small
+    thread pool, in the order asked for, and a load waits for its own file only (a workload's
+    first check needs one file, not all sixteen). The next workload's files are queued behind
+    the current one's. Only the judge's main thread changes the bookkeeping; the pool's
+    threads only read and verify.
+    """
 
     def __init__(self, key: bytes | None, root: Path | None = None) -> None:
         super().__init__(root)
         self.key = key
-        self._prefetched: dict[Path, bytearray | None] = {}
-        self._pending: threading.Thread | None = None
-        self._cancel = threading.Event()
-        # The next workload's files, read while the current one runs (prefetch_upcoming).
-        self._upcoming: dict[Path, bytearray | None] = {}
-        self._upcoming_paths: set[Path] = set()
-        self._upcoming_thread: threading.Thread | None = None
-        self._upcoming_cancel = threading.Event()
+        self._pool: ThreadPoolExecutor | None = None
+        self._current: dict[Path, _Entry] = {}  # this workload's files
+        self._upcoming: dict[Path, _Entry] = {}  # the next workload's (prefetch_upcoming)
 
     def prefetch_outputs(self, definition: Any, keys: Sequence[str]) -> None:
-        """Read and verify these output files side by side; :meth:`load_outputs` then uses
-        the verified bytes (each at most once)."""
-        self._settle()
-        self._prefetch(definition, list(keys))
+        """Start reading and verifying these output files side by side; :meth:`load_outputs`
+        then uses the verified bytes (each at most once), waiting for that file only. Files
+        already read ahead are taken over; the next workload's stay queued."""
+        wanted = [self._path(definition, key, ".safetensors") for key in keys]
+        for path in wanted:
+            if path in self._upcoming and path not in self._current:
+                self._current[path] = self._upcoming.pop(path)
+        self._submit(wanted, self._current)
 
     def prefetch_in_background(self, definition: Any, keys: Sequence[str]) -> None:
-        """:meth:`prefetch_outputs` in a thread, so the judge reads and verifies a workload's
-        files while the worker builds and makes its inputs. Any later use of the cache waits
-        for it first, so nothing is read half-done. Files :meth:`prefetch_upcoming` already
-        read for this workload are taken over, not read again."""
-        self._settle()
-        self._take_upcoming({self._path(definition, key, ".safetensors") for key in keys})
-        thread = threading.Thread(
-            target=self._prefetch, args=(definition, list(keys)), name="prefetch", daemon=True
-        )
-        self._pending = thread
-        thread.start()
+        """Start reading this workload's files (the judge does it when a task starts, while
+        the worker builds and makes its inputs). Files :meth:`prefetch_upcoming` read ahead
+        for it are taken over, not read again; the rest of what was read ahead is dropped."""
+        self.prefetch_outputs(definition, keys)
+        self._drop(self._upcoming)
 
     def prefetch_upcoming(self, definition: Any, keys: Sequence[str]) -> None:
-        """Read and verify the next workload's files in a thread that first lets the current
-        workload's prefetch finish (the current first check waits for that one); the next
+        """Queue the next workload's files behind the current one's; the next
         :meth:`prefetch_in_background` takes them over. Whatever it does not take is dropped
         then (a workload skipped, an order changed): nothing read ahead is served to another
         workload."""
-        self._drop_upcoming()
-        current = self._pending
-        self._upcoming_paths = {self._path(definition, key, ".safetensors") for key in keys}
-
-        def run() -> None:
-            if current is not None:
-                current.join()
-            self._prefetch(
-                definition, list(keys), self._upcoming, self._upcoming_cancel, UPCOMING_THREADS
-            )
-
-        thread = threading.Thread(target=run, name="prefetch-next", daemon=True)
-        self._upcoming_thread = thread
-        thread.start()
-
-    def _take_upcoming(self, wanted: set[Path]) -> None:
-        thread, self._upcoming_thread = self._upcoming_thread, None
-        if thread is not None:
-            thread.join()
-        for path, data in self._upcoming.items():
-            if path in wanted and data is not None:
-                self._prefetched[path] = data
-        self._upcoming.clear()
-        self._upcoming_paths = set()
-
-    def _drop_upcoming(self) -> None:
-        self._upcoming_cancel.set()
-        thread, self._upcoming_thread = self._upcoming_thread, None
-        if thread is not None:
-            thread.join()
-        self._upcoming_cancel.clear()
-        self._upcoming.clear()
-        self._upcoming_paths = set()
+        self._drop(self._upcoming)
+        self._submit([self._path(definition, key, ".safetensors") for key in keys],
+                     self._upcoming)
 
     def forget_prefetched(self) -> None:
-        """Drop whatever was prefetched and not loaded (the workload is over); a background
-        prefetch still reading stops at its next file."""
-        self._cancel.set()
-        self._settle()
-        self._cancel.clear()
-        self._prefetched.clear()
+        """Drop this workload's files read ahead and not loaded (the workload is over); the
+        next workload's stay."""
+        self._drop(self._current)
 
-    def _settle(self) -> None:
-        """Wait for a background prefetch (its files are then in ``_prefetched``)."""
-        thread, self._pending = self._pending, None
-        if thread is not None:
-            thread.join()
+    def _submit(self, paths: list[Path], into: dict[Path, _Entry]) -> None:
+        if self.key is None:
+            return
+        total = sum(size for entries in (self._current, self._upcoming)
+                    for _, size in entries.values())
+        for path in paths:
+            if path in into:
+                continue
+            try:
+                size = path.stat().st_size
+            except OSError:
+                continue
+            if total + size > PREFETCH_BYTES:
+                continue  # loaded when asked for, as without a read-ahead
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="verify")
+            into[path] = (self._pool.submit(self._read_verified, path), size)
+            total += size
 
-    def _prefetch(
-        self,
-        definition: Any,
-        keys: list[str],
-        into: dict[Path, bytearray | None] | None = None,
-        cancel: threading.Event | None = None,
-        threads: int = VERIFY_THREADS,
-    ) -> None:
-        into = self._prefetched if into is None else into
-        cancel = self._cancel if cancel is None else cancel
-        held = list(self._prefetched.values()) + list(self._upcoming.values())
-        paths, total = [], sum(len(d) for d in held if d is not None)
-        try:
-            for key in keys:
-                path = self._path(definition, key, ".safetensors")
+    @staticmethod
+    def _drop(entries: dict[Path, _Entry]) -> None:
+        for future, _ in entries.values():
+            future.cancel()  # a read already running finishes; its bytes are not served
+        entries.clear()
+
+    def _forget_path(self, path: Path) -> None:
+        """Before ``path`` is rewritten: no read of the old file may be served, nor still be
+        running while the new one is written (it would fail its signature, with a warning)."""
+        for entries in (self._current, self._upcoming):
+            entry = entries.pop(path, None)
+            if entry is not None and not entry[0].cancel():
                 try:
-                    size = path.stat().st_size
-                except OSError:
-                    continue
-                if path in into or total + size > PREFETCH_BYTES:
-                    continue  # the rest load one by one, as without a prefetch
-                paths.append(path)
-                total += size
-            if self.key is None or not paths:
-                return
-
-            def read(path: Path) -> bytearray | None:
-                return None if cancel.is_set() else self._read_verified(path)
-
-            with ThreadPoolExecutor(max_workers=min(threads, len(paths))) as pool:
-                for path, data in zip(paths, pool.map(read, paths), strict=True):
-                    into[path] = data
-        except Exception as err:  # only a head start: the loads read the files themselves
-            log.warning("prefetching cached references failed (%s)", err)
+                    entry[0].result()
+                except Exception:
+                    pass
 
     def _verified(self, path: Path) -> bytearray | None:
-        self._settle()
-        if path in self._prefetched:
-            return self._prefetched.pop(path)
+        entry = self._current.pop(path, None)
+        if entry is not None:
+            try:
+                return entry[0].result()
+            except Exception as err:  # only a head start: read it here instead
+                log.warning("reading ahead %s failed (%s)", path, err)
         return self._read_verified(path)
 
     def _read_verified(self, path: Path) -> bytearray | None:
@@ -260,11 +236,7 @@ class SignedReferenceCache(ReferenceCache):
             return None
 
     def store_outputs(self, definition: Any, key: str, outputs: Sequence) -> None:
-        self._settle()
-        path = self._path(definition, key, ".safetensors")
-        self._prefetched.pop(path, None)
-        if path in self._upcoming_paths:
-            self._drop_upcoming()  # never read ahead what is being rewritten
+        self._forget_path(self._path(definition, key, ".safetensors"))
         super().store_outputs(definition, key, outputs)
         self._sign(self._path(definition, key, ".safetensors"))
 

@@ -241,15 +241,13 @@ class JudgeServer:
     def _checked_keys(self, definition: Any, workload: Any, cfg: Any) -> list[str]:
         """Cache keys of every set a run of ``workload`` may check (the checked sets and the
         re-check pool)."""
-        from fib_core.bench.reference import reference_key
+        from fib_core.bench.reference import reference_keys
         from fib_core.bench.reference_sets import checked_indices
 
-        return [
-            reference_key(
-                definition, workload, seed=cfg.seed, device_kind=self.evaluator.kind, input_set=k
-            )
-            for k in checked_indices(MAX_SETS, cfg.num_input_sets, cfg.num_trials)
-        ]
+        return reference_keys(
+            definition, workload, seed=cfg.seed, device_kind=self.evaluator.kind,
+            input_sets=checked_indices(MAX_SETS, cfg.num_input_sets, cfg.num_trials),
+        )
 
     def announce_next(self, workload: dict) -> None:
         """The workload that follows the announced task (same definition and settings): read

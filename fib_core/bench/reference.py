@@ -146,6 +146,21 @@ def reference_key(
     definition: Definition, workload: Workload, *, seed: int, device_kind: str, input_set: int
 ) -> str:
     """Cache key of one reference output set (hex)."""
+    return reference_keys(definition, workload, seed=seed, device_kind=device_kind,
+                          input_sets=[input_set])[0]
+
+
+def reference_keys(
+    definition: Definition,
+    workload: Workload,
+    *,
+    seed: int,
+    device_kind: str,
+    input_sets: Sequence[int],
+) -> list[str]:
+    """Cache keys of several input sets of one workload, as :func:`reference_key` gives them
+    one by one; the definition's content hash (its canonical JSON, hashed) is computed once,
+    not once per set (the judge asks for 16 sets per workload)."""
     from fib_core.bench.inputs import generator_fingerprint
 
     parts = {
@@ -153,13 +168,17 @@ def reference_key(
         "uuid": workload.uuid,
         "seed": seed,
         "device": device_kind,
-        "set": input_set,
+        "set": None,
         "workload": workload.to_dict(),
         "generator": generator_fingerprint(definition.name),
         "inputs_version": INPUTS_VERSION,
     }
-    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    keys = []
+    for input_set in input_sets:
+        parts["set"] = input_set
+        text = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+        keys.append(hashlib.sha256(text.encode()).hexdigest()[:32])
+    return keys
 
 
 class ReferenceCache:

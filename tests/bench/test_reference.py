@@ -55,6 +55,28 @@ def test_cache_key_changes_with_what_changes_the_outputs(toy_definition, toy_wor
     assert base not in others and len(others) == 5
 
 
+def test_keys_of_several_sets_are_the_keys_cached_files_already_carry(toy_definition,
+                                                                      toy_workloads):
+    """Keys made many at a time keep the documented recipe (a change would strand every cached
+    reference): sha256 of the sorted JSON of the parts, 32 hex digits."""
+    import hashlib
+    import json
+
+    from fib_core.bench.inputs import generator_fingerprint
+    from fib_core.bench.reference import INPUTS_VERSION, reference_keys
+
+    wl = toy_workloads[0]
+    keys = reference_keys(toy_definition, wl, seed=0, device_kind="cpu", input_sets=[0, 3])
+    parts = {"definition": toy_definition.content_hash(), "uuid": wl.uuid, "seed": 0,
+             "device": "cpu", "set": 3, "workload": wl.to_dict(),
+             "generator": generator_fingerprint(toy_definition.name),
+             "inputs_version": INPUTS_VERSION}
+    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    assert keys[1] == hashlib.sha256(text.encode()).hexdigest()[:32]
+    assert keys == [reference_key(toy_definition, wl, seed=0, device_kind="cpu", input_set=k)
+                    for k in (0, 3)]
+
+
 def test_unwritable_cache_only_warns(toy_definition, toy_workloads, tmp_path, caplog):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")

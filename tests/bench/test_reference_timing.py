@@ -153,12 +153,12 @@ def test_the_signed_cache_prefetch_ends_with_its_workload(
     refs, (latency, _) = ev._references(toy_definition, toy_workloads[0], sets, cfg)
     assert sorted(refs) == [0, 1, 2, 3, 4] and latency == 1.5
     assert [len(keys) for keys in seen] == [3, 3]  # the untimed sets only (2 are timed)
-    assert ev.ref_cache._prefetched == {}
+    assert ev.ref_cache._current == {}
     for k, out in refs.items():
         assert torch.equal(out[0], float(k) * x + x)
     ev.env = EnvironmentInfo(device_kind="cuda", hardware="Fake GPU B")
     ev._references(toy_definition, toy_workloads[0], sets, cfg)  # all cached: all prefetched
-    assert len(seen[-1]) == 5 and ev.ref_cache._prefetched == {}
+    assert len(seen[-1]) == 5 and ev.ref_cache._current == {}
 
 
 def test_the_judge_prefetches_a_task_it_is_told_of_and_forgets_it_after(
@@ -197,26 +197,25 @@ def test_the_judge_prefetches_a_task_it_is_told_of_and_forgets_it_after(
     assert verdicts(task(1)) == ["PASSED", "INCORRECT_NUMERICAL"]  # cold: computes, stores
     judge.forget()
     judge.announce(task(2))
-    judge.evaluator.ref_cache._settle()
-    assert len(judge.evaluator.ref_cache._prefetched) == len(checked_indices(20, 2, 2))
+    assert len(judge.evaluator.ref_cache._current) == len(checked_indices(20, 2, 2))
     assert verdicts(task(2)) == ["PASSED", "INCORRECT_NUMERICAL"]
     judge.forget()
-    assert judge.evaluator.ref_cache._prefetched == {}
+    assert judge.evaluator.ref_cache._current == {}
     # Told of the next workload while task 3 runs, the judge has its files when task 4 starts.
     judge.announce(task(3))
     judge.announce_next(toy_workloads[0].to_dict())
     assert verdicts(task(3)) == ["PASSED", "INCORRECT_NUMERICAL"]
     judge.forget()
     cache = judge.evaluator.ref_cache
-    cache._upcoming_thread.join()
     assert len(cache._upcoming) == len(checked_indices(20, 2, 2))
+    assert all(future.result() is not None for future, _ in cache._upcoming.values())
     from fib_core.bench import integrity
 
     reads: list[str] = []
     real_read = integrity._read
     monkeypatch.setattr(integrity, "_read", lambda path: reads.append(path.name) or real_read(path))
     judge.announce(task(4))
-    assert cache._upcoming == {} and cache._upcoming_thread is None
+    assert cache._upcoming == {}
     assert verdicts(task(4)) == ["PASSED", "INCORRECT_NUMERICAL"]
     assert not [name for name in reads if name.endswith(".safetensors")]  # read ahead, once
     judge.forget()
@@ -244,3 +243,16 @@ def test_a_broken_context_after_an_earlier_wrong_set_still_retires_the_worker(
     result = ev.evaluate(task)
     assert result.status.value == "INCORRECT_NUMERICAL" and "input set 1" in result.log
     assert result.fatal
+
+
+def test_the_read_ahead_uses_half_the_cpus_between_two_and_eight(monkeypatch):
+    """A small machine keeps two read-ahead threads (the worker may be timing); a GPU server
+    with CPUs to spare gets more, up to the verify pool's size."""
+    import os
+
+    from fib_core.bench import integrity
+
+    for cpus, threads in ((2, 2), (6, 3), (16, 8), (64, 8)):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid, n=cpus: set(range(n)),
+                            raising=False)
+        assert integrity._read_threads() == threads

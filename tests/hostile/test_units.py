@@ -123,13 +123,13 @@ def test_signed_cache_loads_verified_views_and_prefetches_side_by_side(tmp_path)
     path = cache._path(definition, "k1", ".safetensors")
     path.write_bytes(path.read_bytes()[:-2] + b"xx")
     cache.prefetch_outputs(definition, ["k0", "k1", "k2", "missing"])
-    assert len(cache._prefetched) == 3
+    assert len(cache._current) == 3
     for key in ("k0", "k2"):
         got = cache.load_outputs(definition, key, "cpu")
         assert got[0].dtype == torch.bfloat16 and torch.equal(got[0], outs[0])
         assert torch.equal(got[1], outs[1]) and got[2].shape == (0, 2) and got[3] == 2.5
     assert cache.load_outputs(definition, "k1", "cpu") is None
-    assert cache._prefetched == {}
+    assert cache._current == {}
 
 
 def test_a_signed_file_whose_entries_leave_the_file_is_refused(tmp_path):
@@ -255,9 +255,9 @@ def test_the_judges_triton_cache_is_in_the_folder_workers_never_see(tmp_path, mo
 
 
 def test_a_background_prefetch_is_waited_for_and_a_later_store_wins(tmp_path, monkeypatch):
-    """The judge starts reading a workload's files while the worker makes inputs; whatever
-    uses the cache next waits for that thread, loads the prefetched bytes without reading the
-    file again, and a file stored after the prefetch began is read afresh (never stale)."""
+    """The judge starts reading a workload's files while the worker makes inputs; a load
+    waits for its own file, uses the prefetched bytes without reading the file again, and a
+    file stored after the prefetch began is read afresh (never stale)."""
     from types import SimpleNamespace
 
     from fib_core.bench import integrity
@@ -277,7 +277,38 @@ def test_a_background_prefetch_is_waited_for_and_a_later_store_wins(tmp_path, mo
     assert reads == [cache._path(definition, "k1", ".safetensors").name]
     cache.prefetch_in_background(definition, ["k0"])
     cache.forget_prefetched()
-    assert cache._prefetched == {} and cache._pending is None
+    assert cache._current == {}
+
+
+def test_a_load_waits_for_its_own_file_only(tmp_path, monkeypatch):
+    """A workload's first check needs one file: it is served while another file of the same
+    workload is still being read."""
+    import threading
+    from types import SimpleNamespace
+
+    from fib_core.bench import integrity
+    from fib_core.bench.integrity import SignedReferenceCache, ensure_key
+
+    cache = SignedReferenceCache(ensure_key(tmp_path), tmp_path)
+    definition = SimpleNamespace(name="d", output_names=["a"])
+    for key in ("k0", "k1"):
+        cache.store_outputs(definition, key, [torch.full((3,), 1.0)])
+    gate, slow_started = threading.Event(), threading.Event()
+    real_read = integrity._read
+
+    def read(path):
+        if path.stem == "k1":
+            slow_started.set()
+            assert gate.wait(30)
+        return real_read(path)
+
+    monkeypatch.setattr(integrity, "_read", read)
+    cache.prefetch_in_background(definition, ["k1", "k0"])  # k1 first, and it hangs
+    assert slow_started.wait(30)
+    assert torch.equal(cache.load_outputs(definition, "k0", "cpu")[0], torch.full((3,), 1.0))
+    assert not gate.is_set()  # k0 was served while k1 was still being read
+    gate.set()
+    assert torch.equal(cache.load_outputs(definition, "k1", "cpu")[0], torch.full((3,), 1.0))
 
 
 def test_the_next_workloads_files_are_read_ahead_and_only_served_to_it(tmp_path, monkeypatch):
@@ -308,13 +339,13 @@ def test_the_next_workloads_files_are_read_ahead_and_only_served_to_it(tmp_path,
     assert sorted(reads) == ["a0", "b0", "b1"]  # no second read
     cache.prefetch_upcoming(definition, ["c0"])
     cache.prefetch_in_background(definition, ["a0"])  # another workload than announced
-    assert cache._upcoming == {} and "c0" not in str(list(cache._prefetched))
+    assert cache._upcoming == {} and "c0" not in str(list(cache._current))
     cache.prefetch_upcoming(definition, ["c0"])
+    cache.prefetch_outputs(definition, ["a0"])  # the current workload's loads: c0 stays
     cache.store_outputs(definition, "a0", [torch.zeros(3)])  # another file: kept
-    cache._upcoming_thread.join()
     assert list(cache._upcoming) == [cache._path(definition, "c0", ".safetensors")]
     cache.store_outputs(definition, "c0", [torch.zeros(3)])  # the file read ahead: dropped
-    assert cache._upcoming == {} and cache._upcoming_thread is None
+    assert cache._upcoming == {}
     cache.forget_prefetched()
 
 
