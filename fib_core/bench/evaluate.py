@@ -593,6 +593,8 @@ class Evaluator:
     def _time_solution(
         self, definition, runnable, prep: _Prepared, tol: Tolerance, cfg: BenchmarkConfig
     ):
+        import torch
+
         method, notes = choose_method(cfg.timing_method, self.kind)
         outputs = self._new_outputs(definition, prep) if runnable.dps else None
         n_sets = len(prep.sets)
@@ -644,11 +646,15 @@ class Evaluator:
             # end; past KEPT_ON_DEVICE_BYTES the copies go to the host, so device memory stays
             # bounded whatever the number of trials. (A fresh host copy costs ten times a
             # device one: 30 ms for a 33.5 MB decode state on an H100.)
-            size = sum(t.numel() * t.element_size() for t in got if _is_tensor(t))
-            if kept_bytes[0] + size > KEPT_ON_DEVICE_BYTES:
-                return tuple(_to_host(t) for t in got)
-            kept_bytes[0] += size
-            return got if copied else tuple(_copy(t) for t in got)
+            size = sum(t.numel() * t.element_size() for t in got if type(t) is torch.Tensor)
+            if kept_bytes[0] + size <= KEPT_ON_DEVICE_BYTES:
+                try:
+                    kept = got if copied else tuple(_copy(t) for t in got)
+                    kept_bytes[0] += size
+                    return kept
+                except RuntimeError:  # out of device memory (the solution's workspace): host
+                    pass
+            return tuple(_to_host(t) for t in got)
 
         def after_trial(trial: int, index: int) -> None:
             self._sync()
@@ -807,8 +813,12 @@ class _Staging:
         self.scalars = [j for j in indices if not _is_tensor(working[j])]
         poisoned = [t for t in outputs or () if t is not None and poison_value(t.dtype) is not None]
         size = sum(t.numel() * t.element_size() for t in poisoned)
-        self.templates = [poison_(_copy(t)) for t in poisoned] if size <= POISON_TEMPLATE_BYTES \
-            else []
+        self.templates = []
+        if size <= POISON_TEMPLATE_BYTES:
+            try:
+                self.templates = [poison_(_copy(t)) for t in poisoned]
+            except RuntimeError:  # out of device memory: fill the outputs one by one instead
+                self.templates = []
         self.filled = [] if self.templates else poisoned
         self.targets = [working[j] for j in self.tensors] + (poisoned if self.templates else [])
         # Positions in ``targets`` by (dtype, device): one batched copy each.
@@ -832,15 +842,19 @@ class _Staging:
 def copy_all(targets: list, sources: list) -> None:
     """``targets[i].copy_(sources[i])`` for every i, as one batched operation when torch has
     one (``torch._foreach_copy_``: one kernel when the tensors share a dtype and device), else
-    one by one."""
+    one by one. The batched copy's GPU path does not know every dtype (fp4; fp8 before torch
+    2.5): what it refuses is copied one by one, as ``copy_`` copies any dtype."""
     import torch
 
     if not targets:
         return
     batched = getattr(torch, "_foreach_copy_", None)
     if batched is not None:
-        batched(targets, sources)
-        return
+        try:
+            batched(targets, sources)
+            return
+        except (RuntimeError, NotImplementedError):
+            pass  # nothing was copied: it refuses before launching
     for target, source in zip(targets, sources, strict=True):
         target.copy_(source)
 

@@ -21,7 +21,9 @@ reads anything else of the worker's; the worker never sees the judge's memory.
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
+import functools
 import itertools
 import mmap
 import os
@@ -36,6 +38,16 @@ MIN_SLOT_BYTES = 1 << 20
 # shared memory than a run should ask for, and a workload that large fails its memory check.
 MAX_SLOT_BYTES = 1 << 30
 NO_ARENA = ("arena", 0, 0, 0)  # sent without a descriptor: outputs go as bytes from now on
+_REGISTER_PORTABLE = 0x01  # CU_MEMHOSTREGISTER_PORTABLE: pinned for every context
+
+
+@functools.lru_cache(maxsize=1)
+def _driver() -> Any:
+    """The CUDA driver library, or None where there is none (a machine without a GPU)."""
+    try:
+        return ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
 
 
 def supported() -> bool:
@@ -108,27 +120,39 @@ class Arena:
             os.close(fd)
         self.arena_id, self.slots, self.slot_bytes = arena_id, slots, slot_bytes
         self._next = 0
-        self._pinned: Any = None  # a tensor over the whole mapping while it is registered
+        self._pinned: tuple[Any, Any] | None = None  # (driver, view) while registered
+        self._pin_tried = False
 
     def pin(self) -> bool:
-        """Page-lock the mapping for CUDA (``cudaHostRegister``), so copies between it and a
-        GPU go by DMA instead of through the driver's staging buffer: 33.5 MB took 0.66 ms
-        instead of 3.1 ms each way on an H100. (The parent allocated the pages, see
-        :meth:`ArenaHandle.create`.) Only arenas up to :data:`PIN_MAX_BYTES`; False (copies stay pageable, as before) when
-        the arena is larger or CUDA refuses."""
-        size = self.slots * self.slot_bytes
-        if self._pinned is not None or size > PIN_MAX_BYTES:
-            return self._pinned is not None
-        import torch
+        """Page-lock the mapping for the GPU, so copies between it and a GPU go by DMA instead
+        of through the driver's staging buffer: 33.5 MB took 0.66 ms instead of 3.1 ms each
+        way on an H100. (The parent allocated the pages, see :meth:`ArenaHandle.create`.)
 
-        whole = torch.frombuffer(self._map, dtype=torch.uint8)
-        try:
-            status = torch.cuda.cudart().cudaHostRegister(whole.data_ptr(), size, 0)
-        except Exception:
+        Through the driver API (``cuMemHostRegister``), whose failures leave no error behind:
+        a refused ``cudaHostRegister`` would stay as the runtime's last error and fail the next
+        kernel launch. Needs this thread's CUDA context, so it is asked at each use until the
+        context exists, then once. Only arenas up to :data:`PIN_MAX_BYTES`; False (copies stay
+        pageable, as before) on a machine without CUDA, for a larger arena, or when refused.
+        """
+        if self._pin_tried:
+            return self._pinned is not None
+        size = self.slots * self.slot_bytes
+        driver = _driver()
+        if size > PIN_MAX_BYTES or driver is None:
+            self._pin_tried = True
             return False
-        if int(status) != 0:
+        context = ctypes.c_void_p()
+        if driver.cuCtxGetCurrent(ctypes.byref(context)) != 0 or not context.value:
+            return False  # no context yet: asked again at the next use
+        self._pin_tried = True
+        view = (ctypes.c_char * size).from_buffer(self._map)
+        register = getattr(driver, "cuMemHostRegister_v2", None) or driver.cuMemHostRegister
+        status = register(ctypes.c_void_p(ctypes.addressof(view)), ctypes.c_size_t(size),
+                          ctypes.c_uint(_REGISTER_PORTABLE))
+        if status != 0:
+            del view
             return False
-        self._pinned = whole
+        self._pinned = (driver, view)
         return True
 
     def take(self) -> int:
@@ -145,26 +169,20 @@ class Arena:
 
     def close(self) -> None:
         if self._pinned is not None:
-            import torch
-
-            try:
-                torch.cuda.cudart().cudaHostUnregister(self._pinned.data_ptr())
-            except Exception:
-                pass
+            driver, view = self._pinned
+            driver.cuMemHostUnregister(ctypes.c_void_p(ctypes.addressof(view)))
             self._pinned = None
+            del view
         try:
             self._map.close()
         except BufferError:  # a tensor still views it: the mapping goes with the last one
             pass
 
 
-def receive_arena(
-    message: tuple, fds: list[int], current: Arena | None, pin: bool = False
-) -> Arena | None:
+def receive_arena(message: tuple, fds: list[int], current: Arena | None) -> Arena | None:
     """Worker and judge: map the arena an ``("arena", id, slots, slot_bytes)`` message brought
-    (its descriptor in ``fds``), replacing ``current``, and with ``pin`` (a process using a
-    GPU) page-lock it; None when it came without one or cannot be mapped (outputs then go as
-    bytes; the judge reports checks naming it)."""
+    (its descriptor in ``fds``), replacing ``current``; None when it came without one or
+    cannot be mapped (outputs then go as bytes; the judge reports checks naming it)."""
     if current is not None:
         current.close()
     for extra in fds[1:]:
@@ -173,9 +191,6 @@ def receive_arena(
         return None
     _, arena_id, slots, slot_bytes = message
     try:
-        arena = Arena(fds[0], arena_id, slots, slot_bytes)
+        return Arena(fds[0], arena_id, slots, slot_bytes)
     except (OSError, ValueError):
         return None
-    if pin:
-        arena.pin()
-    return arena

@@ -130,8 +130,11 @@ class SignedReferenceCache(ReferenceCache):
         """Start reading this workload's files (the judge does it when a task starts, while
         the worker builds and makes its inputs). Files :meth:`prefetch_upcoming` read ahead
         for it are taken over, not read again; the rest of what was read ahead is dropped."""
+        wanted = {self._path(definition, key, ".safetensors") for key in keys}
+        for path in list(self._upcoming):
+            if path not in wanted:  # dropped first: they no longer count against the budget
+                self._upcoming.pop(path)[0].cancel()
         self.prefetch_outputs(definition, keys)
-        self._drop(self._upcoming)
 
     def prefetch_upcoming(self, definition: Any, keys: Sequence[str]) -> None:
         """Queue the next workload's files behind the current one's; the next
@@ -146,6 +149,15 @@ class SignedReferenceCache(ReferenceCache):
         """Drop this workload's files read ahead and not loaded (the workload is over); the
         next workload's stay."""
         self._drop(self._current)
+
+    def close(self) -> None:
+        """Stop reading ahead: queued reads are cancelled and the pool's threads are not
+        waited for (a process exit would otherwise wait for every queued read and hash)."""
+        self._drop(self._current)
+        self._drop(self._upcoming)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
 
     def _submit(self, paths: list[Path], into: dict[Path, _Entry]) -> None:
         if self.key is None:

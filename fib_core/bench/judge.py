@@ -84,6 +84,7 @@ class RemoteChecker:
                 specs, blob = encode_values(outputs)  # bytes, as without a shared buffer
             else:
                 slot = arena.take()
+                arena.pin()  # page-locked once this process has its CUDA context
                 specs, blob = encode_values(outputs, into=arena.region(slot, arena.slot_bytes))
                 header.update(arena=arena.arena_id, slot=slot)
         except (TypeError, ValueError) as err:

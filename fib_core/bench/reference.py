@@ -191,6 +191,9 @@ class ReferenceCache:
         """Get these output files ready to load (the signed cache verifies them side by side);
         here, nothing to do."""
 
+    def close(self) -> None:
+        """Stop whatever reads ahead (here, nothing)."""
+
     def forget_prefetched(self) -> None:
         """Drop what :meth:`prefetch_outputs` kept and was not loaded."""
 

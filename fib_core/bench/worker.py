@@ -238,8 +238,7 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
             evaluator.close()
             return _leave()
         if message[0] == "arena":  # where this worker's outputs go from now on
-            arena = receive_arena(message, fds, checker.arena if checker else None,
-                                  pin=device.startswith("cuda"))
+            arena = receive_arena(message, fds, checker.arena if checker else None)
             if checker is not None:
                 checker.arena = arena
             elif arena is not None:
@@ -299,12 +298,14 @@ def serve_judge(sock: Any, requested_device: str) -> int:
         try:
             message, blob, fds = recv_message_fds(sock)
         except (ChildGone, EOFError, OSError):
+            judge.evaluator.ref_cache.close()  # the parent went away
             return 0
         kind = message[0]
         if kind == "close":  # every reference store finished before its check was answered
+            judge.evaluator.ref_cache.close()
             return _leave()
         if kind == "arena":  # a check naming another buffer is then the judge's failure
-            arena = receive_arena(message, fds, arena, pin=device.startswith("cuda"))
+            arena = receive_arena(message, fds, arena)
             continue
         if kind == "forget":
             judge.forget()
@@ -336,6 +337,7 @@ def serve_judge(sock: Any, requested_device: str) -> int:
                 if slot is not None:  # the parent checked the slot and the sizes
                     if arena is None or arena.arena_id != slot[0]:
                         raise RuntimeError("a check names a shared buffer the judge does not have")
+                    arena.pin()  # page-locked once this process has its CUDA context
                     blob = arena.region(slot[1], payload_bytes(specs))
                 reply = {"type": "verdict", **judge.check(task, set_index, n_sets, specs, blob)}
             else:

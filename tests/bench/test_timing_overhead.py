@@ -213,3 +213,33 @@ def test_rechecked_timed_calls_are_checked_from_device_or_host_copies(
                 ev._time_solution(toy_definition, _Lazy(honest), prep, tol, cfg)
         # last call of each trial plus one sampled call per trial: 4 kept output tuples
         assert len(hosted) == (4 if budget == 0 else 0)
+
+
+def test_a_dtype_the_batched_copy_refuses_is_copied_one_by_one(monkeypatch) -> None:
+    import torch
+
+    from fib_core.bench import evaluate
+
+    def refuse(targets, sources):
+        raise NotImplementedError('"foreach_tensor_copy" not implemented for this dtype')
+
+    monkeypatch.setattr(torch, "_foreach_copy_", refuse)
+    targets = [torch.zeros(2), torch.zeros(3)]
+    evaluate.copy_all(targets, [torch.ones(2), torch.full((3,), 2.0)])
+    assert targets[0].tolist() == [1.0, 1.0] and targets[1].tolist() == [2.0, 2.0, 2.0]
+
+
+def test_without_memory_for_templates_the_outputs_are_filled_in_place(monkeypatch) -> None:
+    import torch
+
+    from fib_core.bench import evaluate
+
+    def no_memory(value):
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(evaluate, "_copy", no_memory)
+    out = torch.zeros(4)
+    stage = evaluate._Staging([torch.zeros(2)], [0], [out])
+    assert stage.templates == [] and stage.filled == [out]
+    stage([torch.ones(2)])
+    assert torch.isnan(out).all()

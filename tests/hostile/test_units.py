@@ -311,6 +311,30 @@ def test_a_load_waits_for_its_own_file_only(tmp_path, monkeypatch):
     assert torch.equal(cache.load_outputs(definition, "k1", "cpu")[0], torch.full((3,), 1.0))
 
 
+def test_files_read_ahead_for_another_workload_do_not_use_up_the_budget(tmp_path,
+                                                                        monkeypatch):
+    """When the workload that starts is not the one announced as next, what was read ahead
+    for the announced one is dropped before the starting one's files are queued, so the
+    budget is the starting workload's; close() stops the pool and loads still work."""
+    from types import SimpleNamespace
+
+    from fib_core.bench import integrity
+    from fib_core.bench.integrity import SignedReferenceCache, ensure_key
+
+    cache = SignedReferenceCache(ensure_key(tmp_path), tmp_path)
+    definition = SimpleNamespace(name="d", output_names=["a"])
+    for key in ("b0", "b1", "c0", "c1"):
+        cache.store_outputs(definition, key, [torch.zeros(1000)])
+    size = cache._path(definition, "c0", ".safetensors").stat().st_size
+    monkeypatch.setattr(integrity, "PREFETCH_BYTES", 2 * size)
+    cache.prefetch_upcoming(definition, ["b0", "b1"])  # b announced, fills the budget
+    cache.prefetch_in_background(definition, ["c0", "c1"])  # c starts instead
+    assert sorted(p.stem for p in cache._current) == ["c0", "c1"] and cache._upcoming == {}
+    cache.close()
+    assert cache._pool is None and cache._current == {}
+    assert torch.equal(cache.load_outputs(definition, "c0", "cpu")[0], torch.zeros(1000))
+
+
 def test_the_next_workloads_files_are_read_ahead_and_only_served_to_it(tmp_path, monkeypatch):
     """While one workload runs the judge reads the next one's files; when that workload
     starts they are taken over without a second read. Files read ahead for a workload that
@@ -478,42 +502,57 @@ def test_outputs_written_into_a_slot_are_read_back_by_the_judge_as_its_own_copy(
 
 @needs_memfd
 def test_a_gpu_process_page_locks_its_mapping_and_releases_it_on_close(monkeypatch):
-    """Both sides page-lock the arena for DMA (up to PIN_MAX_BYTES) and unregister it before
-    unmapping; a refusal leaves a pageable mapping that still works."""
+    """Each side page-locks the arena (up to PIN_MAX_BYTES) through the driver once its CUDA
+    context exists, and unregisters it before unmapping; a refusal leaves a pageable mapping
+    that still works, and no driver (no GPU) means no attempt."""
+    import ctypes
     import os
 
     calls = []
 
-    class Cudart:
+    class Driver:
         status = 0
+        context = 0
 
-        def cudaHostRegister(self, ptr, size, flags):
-            calls.append(("register", ptr, size))
-            return self.status
-
-        def cudaHostUnregister(self, ptr):
-            calls.append(("unregister", ptr))
+        def cuCtxGetCurrent(self, out):
+            ctypes.cast(out, ctypes.POINTER(ctypes.c_void_p))[0] = self.context or None
             return 0
 
-    cudart = Cudart()
-    monkeypatch.setattr(torch.cuda, "cudart", lambda: cudart)
+        def cuMemHostRegister_v2(self, ptr, size, flags):
+            calls.append(("register", ptr.value, size.value, flags.value))
+            return self.status
+
+        def cuMemHostUnregister(self, ptr):
+            calls.append(("unregister", ptr.value))
+            return 0
+
+    driver = Driver()
+    monkeypatch.setattr(exchange, "_driver", lambda: driver)
     handle = exchange.ArenaHandle.create(1 << 10, slots=2)
     try:
         arena = exchange.Arena(os.dup(handle.fd), 1, 2, handle.slot_bytes)
+        assert not arena.pin() and calls == []  # no CUDA context yet: asked again later
+        driver.context = 1234
         assert arena.pin() and arena.pin()  # registered once
-        assert [c[0] for c in calls] == ["register"] and calls[0][2] == 2 * handle.slot_bytes
+        assert [c[0] for c in calls] == ["register"]
+        assert calls[0][2:] == (2 * handle.slot_bytes, 1)  # the whole arena, portable
         arena.region(1, 4)[:] = b"abcd"  # still an ordinary mapping
         arena.close()
         assert calls[1] == ("unregister", calls[0][1])
-        cudart.status = 1  # CUDA refuses
+        driver.status = 1  # the driver refuses
         refused = exchange.Arena(os.dup(handle.fd), 1, 2, handle.slot_bytes)
-        assert not refused.pin() and bytes(refused.region(1, 4)) == b"abcd"
+        assert not refused.pin() and not refused.pin() and len(calls) == 3  # tried once
+        assert bytes(refused.region(1, 4)) == b"abcd"
         refused.close()
         assert len(calls) == 3  # the refused registration is not undone
         monkeypatch.setattr(exchange, "PIN_MAX_BYTES", handle.slot_bytes)
         large = exchange.Arena(os.dup(handle.fd), 1, 2, handle.slot_bytes)
         assert not large.pin() and len(calls) == 3  # too large: not even asked
         large.close()
+        monkeypatch.setattr(exchange, "_driver", lambda: None)
+        bare = exchange.Arena(os.dup(handle.fd), 1, 2, handle.slot_bytes)
+        assert not bare.pin()
+        bare.close()
     finally:
         handle.close()
 
