@@ -10,7 +10,8 @@ from the definition's evaluation-settings file), twice: first with a fresh ``FIB
 (builds, embedded dataset, reference outputs and latency all computed), then again with that
 cache warm. Printed per definition: workloads, cold and warm wall time, the GPU time the
 solution's timed calls account for (latency x calls), the harness's share of the warm run,
-and the warm run's per-phase breakdown. ``--compare-timing`` adds a third, warm run timed the
+and the warm run's per-phase breakdown; each run's own line gives its start-up (until the
+first workload starts) and wind-down (from the last workload's end until the run returns). ``--compare-timing`` adds a third, warm run timed the
 previous way (one profiler session per trial) and prints verdicts and latencies side by side,
 and a fourth with the current timing again, whose count of latencies within spread says how
 much two runs of one method already differ.
