@@ -828,35 +828,40 @@ class _Staging:
         self.groups = [
             ([self.targets[p] for p in positions], positions) for positions in groups.values()
         ]
+        self.one_by_one: set[int] = set()  # groups whose dtype the batched copy refused
 
     def __call__(self, source: Sequence) -> None:
         sources = [source[j] for j in self.tensors] + self.templates
-        for targets, positions in self.groups:
-            copy_all(targets, [sources[p] for p in positions])
+        for g, (targets, positions) in enumerate(self.groups):
+            group_sources = [sources[p] for p in positions]
+            if not copy_all(targets, group_sources, batched=g not in self.one_by_one):
+                self.one_by_one.add(g)  # not asked again: a refusal costs an exception
         for j in self.scalars:
             self.working[j] = source[j]
         for t in self.filled:
             poison_(t)
 
 
-def copy_all(targets: list, sources: list) -> None:
+def copy_all(targets: list, sources: list, batched: bool = True) -> bool:
     """``targets[i].copy_(sources[i])`` for every i, as one batched operation when torch has
-    one (``torch._foreach_copy_``: one kernel when the tensors share a dtype and device), else
-    one by one. The batched copy's GPU path does not know every dtype (fp4; fp8 before torch
-    2.5): what it refuses is copied one by one, as ``copy_`` copies any dtype."""
+    one (``torch._foreach_copy_``: one kernel when the tensors share a dtype and device) and
+    ``batched``, else one by one; True when it was batched. The batched copy's GPU path does
+    not know every dtype (fp4; fp8 before torch 2.5): what it refuses is copied one by one,
+    as ``copy_`` copies any dtype.
+
+    Example: ``copy_all([a, b], [x, y])`` leaves ``a`` equal to ``x`` and ``b`` to ``y``."""
     import torch
 
-    if not targets:
-        return
-    batched = getattr(torch, "_foreach_copy_", None)
-    if batched is not None:
+    foreach = getattr(torch, "_foreach_copy_", None) if batched else None
+    if foreach is not None and targets:
         try:
-            batched(targets, sources)
-            return
+            foreach(targets, sources)
+            return True
         except (RuntimeError, NotImplementedError):
             pass  # nothing was copied: it refuses before launching
     for target, source in zip(targets, sources, strict=True):
         target.copy_(source)
+    return False
 
 
 def _rotating(sets: list) -> list[int]:

@@ -216,17 +216,30 @@ def test_rechecked_timed_calls_are_checked_from_device_or_host_copies(
 
 
 def test_a_dtype_the_batched_copy_refuses_is_copied_one_by_one(monkeypatch) -> None:
+    """The refusal is asked once per dtype group: later calls copy one by one at once."""
     import torch
 
     from fib_core.bench import evaluate
 
-    def refuse(targets, sources):
-        raise NotImplementedError('"foreach_tensor_copy" not implemented for this dtype')
+    asked = []
 
-    monkeypatch.setattr(torch, "_foreach_copy_", refuse)
+    def refuse_int(targets, sources):
+        asked.append(targets[0].dtype)
+        if targets[0].dtype == torch.int32:
+            raise NotImplementedError('"foreach_tensor_copy" not implemented for this dtype')
+        for target, src in zip(targets, sources, strict=True):
+            target.copy_(src)
+
+    monkeypatch.setattr(torch, "_foreach_copy_", refuse_int)
     targets = [torch.zeros(2), torch.zeros(3)]
-    evaluate.copy_all(targets, [torch.ones(2), torch.full((3,), 2.0)])
+    assert not evaluate.copy_all(targets, [torch.ones(2), torch.full((3,), 2.0)], batched=False)
     assert targets[0].tolist() == [1.0, 1.0] and targets[1].tolist() == [2.0, 2.0, 2.0]
+    working = [torch.zeros(2), torch.zeros(2, dtype=torch.int32)]
+    stage = evaluate._Staging(working, [0, 1], None)
+    for k in (1, 2, 3):
+        stage([torch.full((2,), float(k)), torch.full((2,), k, dtype=torch.int32)])
+        assert working[0].tolist() == [k, k] and working[1].tolist() == [k, k]
+    assert asked.count(torch.int32) == 1 and asked.count(torch.float32) == 3
 
 
 def test_without_memory_for_templates_the_outputs_are_filled_in_place(monkeypatch) -> None:
