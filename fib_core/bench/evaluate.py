@@ -62,6 +62,10 @@ MAX_INPUT_SETS = 256
 KEPT_ON_DEVICE_BYTES = 512 << 20
 # Poisoned copies of a call's outputs kept to restore them in one batched copy, at most.
 POISON_TEMPLATE_BYTES = 512 << 20
+# Tensors larger than this are copied on their own before a timed call, not in a batched copy:
+# the batched kernel splits a tensor into chunks of 65 536 elements, a few hundred per launch,
+# so a large tensor costs many launches at a fraction of a plain copy's bandwidth.
+BATCHED_COPY_MAX_BYTES = 4 << 20
 PhaseFn = Callable[[str], None]
 
 
@@ -821,10 +825,14 @@ class _Staging:
                 self.templates = []
         self.filled = [] if self.templates else poisoned
         self.targets = [working[j] for j in self.tensors] + (poisoned if self.templates else [])
-        # Positions in ``targets`` by (dtype, device): one batched copy each.
-        groups: dict[tuple[str, str], list[int]] = {}
+        # Positions in ``targets`` by (dtype, device): one batched copy each. A large tensor
+        # is a group of its own, copied by ``copy_`` (its launch cost is nothing against its
+        # bytes, and the batched kernel is slower on it: measured in BATCHED_COPY_MAX_BYTES).
+        groups: dict[tuple[str, ...], list[int]] = {}
         for position, target in enumerate(self.targets):
-            groups.setdefault((str(target.dtype), str(target.device)), []).append(position)
+            alone = target.numel() * target.element_size() > BATCHED_COPY_MAX_BYTES
+            key = ("alone", str(position)) if alone else (str(target.dtype), str(target.device))
+            groups.setdefault(key, []).append(position)
         self.groups = [
             ([self.targets[p] for p in positions], positions) for positions in groups.values()
         ]
@@ -833,6 +841,9 @@ class _Staging:
     def __call__(self, source: Sequence) -> None:
         sources = [source[j] for j in self.tensors] + self.templates
         for g, (targets, positions) in enumerate(self.groups):
+            if len(targets) == 1:  # nothing to batch: one plain copy
+                targets[0].copy_(sources[positions[0]])
+                continue
             group_sources = [sources[p] for p in positions]
             if not copy_all(targets, group_sources, batched=g not in self.one_by_one):
                 self.one_by_one.add(g)  # not asked again: a refusal costs an exception

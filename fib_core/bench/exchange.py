@@ -42,8 +42,13 @@ _REGISTER_PORTABLE = 0x01  # CU_MEMHOSTREGISTER_PORTABLE: pinned for every conte
 
 
 @functools.lru_cache(maxsize=1)
-def _driver() -> Any:
-    """The CUDA driver library, or None where there is none (a machine without a GPU)."""
+def cuda_driver() -> Any:
+    """The CUDA driver library (ctypes), or None where there is none (a machine without a GPU).
+
+    The driver API is used where the runtime would leave a sticky error behind or where the
+    call must not import anything (see ``fib_core.bench.worker``'s early context).
+
+    Example: ``cuda_driver() is None`` on a machine without a GPU."""
     try:
         return ctypes.CDLL("libcuda.so.1")
     except OSError:
@@ -137,7 +142,7 @@ class Arena:
         if self._pin_tried:
             return self._pinned is not None
         size = self.slots * self.slot_bytes
-        driver = _driver()
+        driver = cuda_driver()
         if size > PIN_MAX_BYTES or driver is None:
             self._pin_tried = True
             return False

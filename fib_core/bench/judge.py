@@ -215,7 +215,10 @@ class JudgeServer:
         from fib_core.bench.integrity import SignedReferenceCache, ensure_key
 
         self.evaluator = evaluator
-        evaluator.ref_cache = SignedReferenceCache(ensure_key())
+        # On a GPU, references are read into page-locked memory: each is copied to the device.
+        evaluator.ref_cache = SignedReferenceCache(
+            ensure_key(), pinned=str(evaluator.device).startswith("cuda")
+        )
         self.state: _TaskState | None = None
         self._announced: tuple[int, Any, Any] | None = None  # (task id, definition, workload)
         self._announced_cfg: Any = None

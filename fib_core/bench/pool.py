@@ -64,8 +64,11 @@ class WorkerHandle:
 
     def __init__(self, device: str, log_dir: Path, *, name: str = "worker", role: str = "worker",
                  readonly: Sequence[str] = (), hidden: Sequence[str] = (),
-                 trusted: bool = False) -> None:
+                 trusted: bool = False, context_at_start: bool = False) -> None:
         self.requested_device = device
+        # Make the CUDA context while booting: only a worker nothing else times beside (a
+        # run's first, a replacement), never a spare (fib_core.bench.worker).
+        self.context_at_start = context_at_start
         self.role = role
         self.readonly, self.hidden = list(readonly), list(hidden)
         self.trusted = trusted
@@ -131,6 +134,8 @@ class WorkerHandle:
             args += ["--hide", path]
         if self.trusted:
             args.append("--trusted")
+        if self.context_at_start and self.role == "worker":
+            args.append("--context-at-start")
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         try:
             self.proc = subprocess.Popen(
@@ -536,9 +541,9 @@ def launch_early(device: str, dataset_root: str | Path | None) -> None:
     the two processes boot (interpreter, torch, libraries: seconds on a GPU machine) side by
     side with that work instead of after it. A Benchmark adopts them when they match what it
     would start itself (role, device, sandbox paths, checking mode; see :func:`take_early`);
-    whatever is not adopted is killed at exit (or by :func:`discard_early`). Neither process
-    touches the GPU before its first task, and a worker adopted here has served nothing: an
-    isolated run's first workload gets a fresh process as always.
+    whatever is not adopted is killed at exit (or by :func:`discard_early`). The worker makes
+    its CUDA context while it boots (nothing of this run uses the GPU yet); a worker adopted
+    here has served nothing: an isolated run's first workload gets a fresh process as always.
 
     Example: ``launch_early("auto", "/path/to/dataset")`` at the top of a launcher's main.
     """
@@ -549,7 +554,8 @@ def launch_early(device: str, dataset_root: str | Path | None) -> None:
     log_dir = default_log_dir()
     _EARLY_DIRS.append(log_dir)
     trusted = trusted_checks()
-    handles = [WorkerHandle(device, log_dir, readonly=readonly, hidden=hidden, trusted=trusted)]
+    handles = [WorkerHandle(device, log_dir, readonly=readonly, hidden=hidden, trusted=trusted,
+                            context_at_start=True)]
     if not trusted:
         handles.append(JudgeHandle(device, log_dir))
     for handle in handles:

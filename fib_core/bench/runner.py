@@ -213,11 +213,11 @@ class Benchmark:
         if worker is None:
             if spare is not None:
                 spare.kill()
-            worker = self._new_worker(early=self._workers_started == 0)
+            worker = self._new_worker(early=self._workers_started == 0, spare=False)
             worker.start(timeout=max(120.0, self.config.timeout_seconds))
             if not self._on_my_device(worker):  # an early one that resolved "auto" otherwise
                 worker.kill()
-                worker = self._new_worker()
+                worker = self._new_worker(spare=False)
                 worker.start(timeout=max(120.0, self.config.timeout_seconds))
         self._workers_started += 1
         self._worker = worker
@@ -228,16 +228,19 @@ class Benchmark:
                 emit(callback, Log(f"sandbox: {note}", "warning"))
         return worker
 
-    def _new_worker(self, early: bool = False) -> WorkerHandle:
+    def _new_worker(self, early: bool = False, spare: bool = True) -> WorkerHandle:
         """A worker for this run; with ``early``, the one a launcher started ahead of the run
-        (:func:`fib_core.bench.pool.launch_early`) when it fits."""
+        (:func:`fib_core.bench.pool.launch_early`) when it fits. A worker started while no
+        other one runs (``spare=False``) makes its CUDA context as it boots; a spare boots
+        beside a timed worker, so it waits for its task."""
         from fib_core.bench.containment import worker_paths
 
         readonly, hidden = worker_paths(self.trace_set.root)
         adopted = take_early("worker", self.config.device, readonly, hidden,
                              trusted_checks()) if early else None
         return adopted or WorkerHandle(self.config.device, self._log_dir, readonly=readonly,
-                                       hidden=hidden, trusted=trusted_checks())
+                                       hidden=hidden, trusted=trusted_checks(),
+                                       context_at_start=not spare)
 
     def _launch_spare(self, solution_hash: str) -> None:
         """Isolated runs: boot the next workload's fresh worker while this one runs.

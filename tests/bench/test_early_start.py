@@ -91,3 +91,55 @@ def test_early_processes_from_another_cache_folder_are_not_adopted(
     assert pool._EARLY == stale and all(h.alive for h in stale)
     pool.launch_early("cpu", root)  # a new launch: the stale ones go
     assert not any(h.alive for h in stale) and len(pool._EARLY) == 2
+
+
+def test_only_a_worker_nothing_runs_beside_makes_its_context_as_it_boots(
+    make_dataset, toy_solution_json
+):
+    """The early worker and a run's own first worker get --context-at-start; an isolated
+    run's spare (booting beside a timed worker) and the judge do not."""
+    root = make_dataset([])
+    pool.launch_early("cpu", root)
+    early = {h.role: h for h in pool._EARLY}
+    assert early["worker"].context_at_start and not early["judge"].context_at_start
+    pool.discard_early()
+    solution = Solution.from_dict(toy_solution_json("correct"))
+    with Benchmark(TraceSet.from_path(root), BenchmarkConfig(**FAST, isolated=True)) as bench:
+        first = bench._new_worker(spare=False)
+        spare = bench._new_worker()
+        assert first.context_at_start and not spare.context_at_start
+        traces = bench.run_solution(solution)
+    assert [t.evaluation.status.value for t in traces] == ["PASSED", "PASSED"]
+
+
+def test_the_early_context_is_the_driver_primary_context_of_the_device(monkeypatch):
+    """The thread calls the driver API only (cuInit, cuDeviceGet of the device's index,
+    cuDevicePrimaryCtxRetain); without a GPU or a driver there is no thread."""
+    import ctypes
+
+    from fib_core.bench import exchange, worker
+
+    calls = []
+
+    class Driver:
+        def cuInit(self, flags):
+            calls.append(("cuInit", flags))
+            return 0
+
+        def cuDeviceGet(self, handle, index):
+            calls.append(("cuDeviceGet", index))
+            ctypes.cast(handle, ctypes.POINTER(ctypes.c_int)).contents.value = 7
+            return 0
+
+        def cuDevicePrimaryCtxRetain(self, context, handle):
+            calls.append(("cuDevicePrimaryCtxRetain", handle.value))
+            return 0
+
+    monkeypatch.setattr(exchange, "cuda_driver", lambda: Driver())
+    assert worker._open_context_early("cpu") is None
+    thread = worker._open_context_early("cuda:1")
+    worker._settle_context("cpu", thread)  # waits for the thread
+    assert not thread.is_alive()
+    assert calls == [("cuInit", 0), ("cuDeviceGet", 1), ("cuDevicePrimaryCtxRetain", 7)]
+    monkeypatch.setattr(exchange, "cuda_driver", lambda: None)
+    assert worker._open_context_early("cuda:0") is None

@@ -213,7 +213,8 @@ def test_the_judge_prefetches_a_task_it_is_told_of_and_forgets_it_after(
 
     reads: list[str] = []
     real_read = integrity._read
-    monkeypatch.setattr(integrity, "_read", lambda path: reads.append(path.name) or real_read(path))
+    monkeypatch.setattr(integrity, "_read",
+                        lambda path, pinned=False: reads.append(path.name) or real_read(path))
     judge.announce(task(4))
     assert cache._upcoming == {}
     assert verdicts(task(4)) == ["PASSED", "INCORRECT_NUMERICAL"]
@@ -244,15 +245,3 @@ def test_a_broken_context_after_an_earlier_wrong_set_still_retires_the_worker(
     assert result.status.value == "INCORRECT_NUMERICAL" and "input set 1" in result.log
     assert result.fatal
 
-
-def test_the_read_ahead_uses_half_the_cpus_between_two_and_eight(monkeypatch):
-    """A small machine keeps two read-ahead threads (the worker may be timing); a GPU server
-    with CPUs to spare gets more, up to the verify pool's size."""
-    import os
-
-    from fib_core.bench import integrity
-
-    for cpus, threads in ((2, 2), (6, 3), (16, 8), (64, 8)):
-        monkeypatch.setattr(os, "sched_getaffinity", lambda pid, n=cpus: set(range(n)),
-                            raising=False)
-        assert integrity._read_threads() == threads

@@ -129,9 +129,10 @@ def test_staging_copies_the_set_swaps_scalars_and_poisons_outputs(monkeypatch) -
     monkeypatch.setattr(torch, "_foreach_copy_", foreach_copy)
     stage = evaluate._Staging(working, [0, 1, 2], outputs)
     stage(source)
-    # One copy per dtype: float32 (x and the float output), int32 (the int input), int64 (the
-    # int output); the bool output has no poison value.
-    assert sorted(batched) == [1, 1, 2]
+    # One batched copy for float32 (x and the float output); the int32 input and the int64
+    # output are alone in their dtype (one plain copy each); the bool output has no poison
+    # value.
+    assert batched == [2]
     assert working[0].data_ptr() == address and working[0].tolist() == source[0].tolist()
     assert working[1] == 3 and working[2].tolist() == [7, 8]
     assert torch.isnan(outputs[0]).all()
@@ -140,6 +141,30 @@ def test_staging_copies_the_set_swaps_scalars_and_poisons_outputs(monkeypatch) -
     outputs[0].zero_()  # a call writes its outputs; the next staging poisons them again
     stage(source)
     assert torch.isnan(outputs[0]).all()
+
+
+def test_staging_copies_a_large_tensor_on_its_own(monkeypatch) -> None:
+    """A tensor over BATCHED_COPY_MAX_BYTES is copied by ``copy_``, not in the batched copy
+    (whose kernel is slow on large tensors: an fp8 MoE weight went from 1 to 5 ms)."""
+    import torch
+
+    from fib_core.bench import evaluate
+
+    batched = []
+
+    def foreach_copy(targets, sources):
+        batched.append([t.numel() for t in targets])
+        for target, src in zip(targets, sources, strict=True):
+            target.copy_(src)
+
+    monkeypatch.setattr(torch, "_foreach_copy_", foreach_copy)
+    monkeypatch.setattr(evaluate, "BATCHED_COPY_MAX_BYTES", 64)
+    working = [torch.zeros(100), torch.zeros(3), torch.zeros(4)]  # 400, 12 and 16 bytes
+    stage = evaluate._Staging(working, [0, 1, 2], None)
+    source = [torch.arange(100.0), torch.ones(3), torch.full((4,), 2.0)]
+    stage(source)
+    assert batched == [[3, 4]]
+    assert all(w.tolist() == s.tolist() for w, s in zip(working, source, strict=True))
 
 
 def test_staging_fills_outputs_over_the_template_budget(monkeypatch) -> None:
@@ -234,11 +259,12 @@ def test_a_dtype_the_batched_copy_refuses_is_copied_one_by_one(monkeypatch) -> N
     targets = [torch.zeros(2), torch.zeros(3)]
     assert not evaluate.copy_all(targets, [torch.ones(2), torch.full((3,), 2.0)], batched=False)
     assert targets[0].tolist() == [1.0, 1.0] and targets[1].tolist() == [2.0, 2.0, 2.0]
-    working = [torch.zeros(2), torch.zeros(2, dtype=torch.int32)]
-    stage = evaluate._Staging(working, [0, 1], None)
+    working = [torch.zeros(2), torch.zeros(2, dtype=torch.int32)] * 2
+    working = [t.clone() for t in working]
+    stage = evaluate._Staging(working, [0, 1, 2, 3], None)
     for k in (1, 2, 3):
-        stage([torch.full((2,), float(k)), torch.full((2,), k, dtype=torch.int32)])
-        assert working[0].tolist() == [k, k] and working[1].tolist() == [k, k]
+        stage([torch.full((2,), float(k)), torch.full((2,), k, dtype=torch.int32)] * 2)
+        assert all(t.tolist() == [k, k] for t in working)
     assert asked.count(torch.int32) == 1 and asked.count(torch.float32) == 3
 
 

@@ -132,6 +132,48 @@ def test_signed_cache_loads_verified_views_and_prefetches_side_by_side(tmp_path)
     assert cache._current == {}
 
 
+def test_a_judge_on_a_gpu_reads_outputs_into_page_locked_buffers(tmp_path, monkeypatch):
+    """Output files go to host_buffer(pinned=True) (NumPy views of pinned memory on a GPU);
+    latency records stay bytes. Loads from such a buffer equal what was stored."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from fib_core.bench import integrity
+
+    asked = []
+
+    def fake_pinned(size, pinned=False):
+        asked.append(pinned)
+        return np.zeros(size, dtype=np.uint8) if pinned else bytearray(size)
+
+    monkeypatch.setattr(integrity, "host_buffer", fake_pinned)
+    cache = integrity.SignedReferenceCache(integrity.ensure_key(tmp_path), tmp_path, pinned=True)
+    definition = SimpleNamespace(name="d", output_names=["a", "s"])
+    outs = [torch.randn(4, 3), 1.5]
+    cache.store_outputs(definition, "k0", outs)
+    cache.store_outputs(definition, "k1", outs)
+    cache.store_latency(definition, "k0", {"latency_ms": 0.5, "extra": {}})
+    cache.prefetch_outputs(definition, ["k0"])
+    for key in ("k0", "k1"):  # read ahead, then read when asked
+        got = cache.load_outputs(definition, key, "cpu")
+        assert torch.equal(got[0], outs[0]) and got[1] == 1.5
+    assert cache.load_latency(definition, "k0") == {"latency_ms": 0.5, "extra": {}}
+    assert asked == [True, True, False]
+
+
+def test_host_buffer_is_bytes_without_a_gpu_and_pinned_with_one():
+    from fib_core.bench.integrity import host_buffer
+
+    assert host_buffer(16) == bytearray(16)
+    buf = host_buffer(1 << 20, pinned=True)
+    assert len(buf) == 1 << 20
+    if torch.cuda.is_available():
+        assert torch.from_numpy(buf).is_pinned()
+    else:
+        assert isinstance(buf, bytearray)
+
+
 def test_a_signed_file_whose_entries_leave_the_file_is_refused(tmp_path):
     from fib_core.bench.integrity import _header, _view
 
@@ -273,7 +315,8 @@ def test_a_background_prefetch_is_waited_for_and_a_later_store_wins(tmp_path, mo
         future.result()  # the read ahead is done before reads are counted
     reads: list[str] = []
     real_read = integrity._read
-    monkeypatch.setattr(integrity, "_read", lambda path: reads.append(path.name) or real_read(path))
+    monkeypatch.setattr(integrity, "_read",
+                        lambda path, pinned=False: reads.append(path.name) or real_read(path))
     assert torch.equal(cache.load_outputs(definition, "k0", "cpu")[0], torch.full((3,), 1.0))
     assert torch.equal(cache.load_outputs(definition, "k1", "cpu")[0], torch.full((3,), 2.0))
     assert reads == [cache._path(definition, "k1", ".safetensors").name]
@@ -298,7 +341,7 @@ def test_a_load_waits_for_its_own_file_only(tmp_path, monkeypatch):
     gate, slow_started = threading.Event(), threading.Event()
     real_read = integrity._read
 
-    def read(path):
+    def read(path, pinned=False):
         if path.stem == "k1":
             slow_started.set()
             assert gate.wait(30)
@@ -311,6 +354,48 @@ def test_a_load_waits_for_its_own_file_only(tmp_path, monkeypatch):
     assert not gate.is_set()  # k0 was served while k1 was still being read
     gate.set()
     assert torch.equal(cache.load_outputs(definition, "k1", "cpu")[0], torch.full((3,), 1.0))
+
+
+def test_a_store_waits_for_a_read_dropped_while_it_ran(tmp_path, monkeypatch):
+    """A read that was running when its workload ended is not served, and a later store of
+    the same file waits for it: the read never sees the new file with the old signature (a
+    spurious signature warning) nor the reverse."""
+    import threading
+    from types import SimpleNamespace
+
+    from fib_core.bench import integrity
+    from fib_core.bench.integrity import SignedReferenceCache, ensure_key
+
+    cache = SignedReferenceCache(ensure_key(tmp_path), tmp_path)
+    definition = SimpleNamespace(name="d", output_names=["a"])
+    cache.store_outputs(definition, "k0", [torch.full((3,), 1.0)])
+    gate, started = threading.Event(), threading.Event()
+    real_read = integrity._read
+
+    def read(path, pinned=False):
+        started.set()
+        assert gate.wait(30)
+        return real_read(path)
+
+    monkeypatch.setattr(integrity, "_read", read)
+    cache.prefetch_in_background(definition, ["k0"])
+    assert started.wait(30)
+    cache.forget_prefetched()  # the workload ended while k0 was being read
+    assert cache._current == {} and len(cache._running) == 1
+    stored = threading.Event()
+
+    def store():
+        cache.store_outputs(definition, "k0", [torch.full((3,), 2.0)])
+        stored.set()
+
+    writer = threading.Thread(target=store)
+    writer.start()
+    assert not stored.wait(0.5)  # held back by the running read
+    gate.set()
+    writer.join(30)
+    assert stored.is_set() and cache._running == {}
+    monkeypatch.setattr(integrity, "_read", real_read)
+    assert torch.equal(cache.load_outputs(definition, "k0", "cpu")[0], torch.full((3,), 2.0))
 
 
 def test_files_read_ahead_for_another_workload_do_not_use_up_the_budget(tmp_path,
@@ -353,7 +438,8 @@ def test_the_next_workloads_files_are_read_ahead_and_only_served_to_it(tmp_path,
         cache.store_outputs(definition, key, [torch.full((3,), float(len(key)))])
     reads: list[str] = []
     real_read = integrity._read
-    monkeypatch.setattr(integrity, "_read", lambda path: reads.append(path.stem) or real_read(path))
+    monkeypatch.setattr(integrity, "_read",
+                        lambda path, pinned=False: reads.append(path.stem) or real_read(path))
     cache.prefetch_in_background(definition, ["a0"])  # workload a starts
     cache.prefetch_upcoming(definition, ["b0", "b1", "missing"])  # b comes next
     assert torch.equal(cache.load_outputs(definition, "a0", "cpu")[0], torch.full((3,), 2.0))
@@ -531,7 +617,7 @@ def test_a_gpu_process_page_locks_its_mapping_and_releases_it_on_close(monkeypat
             return 0
 
     driver = Driver()
-    monkeypatch.setattr(exchange, "_driver", lambda: driver)
+    monkeypatch.setattr(exchange, "cuda_driver", lambda: driver)
     handle = exchange.ArenaHandle.create(1 << 10, slots=2)
     try:
         arena = exchange.Arena(os.dup(handle.fd), 1, 2, handle.slot_bytes)
@@ -553,7 +639,7 @@ def test_a_gpu_process_page_locks_its_mapping_and_releases_it_on_close(monkeypat
         large = exchange.Arena(os.dup(handle.fd), 1, 2, handle.slot_bytes)
         assert not large.pin() and len(calls) == 3  # too large: not even asked
         large.close()
-        monkeypatch.setattr(exchange, "_driver", lambda: None)
+        monkeypatch.setattr(exchange, "cuda_driver", lambda: None)
         bare = exchange.Arena(os.dup(handle.fd), 1, 2, handle.slot_bytes)
         assert not bare.pin()
         bare.close()

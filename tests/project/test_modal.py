@@ -121,7 +121,10 @@ def request_dict(repo_root: Path):
     from fib_core.project.workspace import open_workspace
 
     ws = open_workspace(repo_root / "config.toml")
-    return asdict(make_request(ws.cfg, ws.pack(), RunOptions(quick=True, flags={"device": "cpu"})))
+    # The two smallest quick workloads: enough to split into shards, and the CPU smoke of the
+    # batch-8 one alone (three calls of 16 s in Triton's interpreter) would double the test.
+    flags = {"device": "cpu", "workloads": ("batch_size<8",)}
+    return asdict(make_request(ws.cfg, ws.pack(), RunOptions(quick=True, flags=flags)))
 
 
 @pytest.mark.slow
