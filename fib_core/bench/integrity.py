@@ -26,6 +26,8 @@ import logging
 import os
 import secrets
 import struct
+import threading
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -78,32 +80,84 @@ def _digest(key: bytes, data: Any) -> str:
     return hmac.new(key, data, hashlib.sha256).hexdigest()
 
 
-def host_buffer(size: int, pinned: bool = False) -> Any:
-    """A writable buffer of ``size`` bytes: page-locked when ``pinned`` and torch can give
-    page-locked memory here (a NumPy view of a pinned torch tensor), else a bytearray.
+PINNED_BYTES = 2 << 30  # page-locked host memory a judge's reads may hold (whole blocks)
+_MIN_BLOCK = 1 << 20
 
-    Why: the judge copies every reference it loads to the GPU, about 10 GB in a warm GDN
+
+class PinnedPool:
+    """Page-locked host blocks for the judge's reads of reference files, kept and reused.
+
+    Why: the judge copies every reference it loads to its GPU, about 10 GB in a warm GDN
     decode run. From pageable memory that copy runs at about 4 GB/s on an H100 host; from
-    page-locked memory it is a DMA at PCIe speed. Torch keeps freed pinned blocks for reuse,
-    so a run allocates about as much as it reads ahead at once.
+    page-locked memory it is a DMA at PCIe speed. Page-locking is slow (about 0.4 ms per MB),
+    so blocks are allocated once and reused: sizes are rounded up to a power of two (from
+    1 MiB), and a block goes back to its class when the last view of the buffer made from it
+    dies (a read served, or dropped unserved). At most ``limit`` bytes of blocks are ever
+    allocated (counted whole); past that a read gets ordinary memory, as on a machine without
+    a GPU. Allocations set the reading thread's device first, so no context is made on
+    another GPU. Thread-safe: reads run in a small pool of threads.
+
+    Example: ``PinnedPool("cuda:0").take(1 << 20)`` is a 1 MiB NumPy buffer in page-locked
+    memory on a GPU machine, None elsewhere.
+    """
+
+    def __init__(self, device: str, limit: int = PINNED_BYTES) -> None:
+        self.device, self.limit = device, limit
+        self._free: dict[int, list] = {}
+        self._owned = 0
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> Any:
+        """A writable NumPy buffer of ``size`` bytes in page-locked memory, or None."""
+        if size <= 0:
+            return None
+        block = max(_MIN_BLOCK, 1 << (size - 1).bit_length())
+        with self._lock:
+            free = self._free.get(block)
+            tensor = free.pop() if free else None
+            if tensor is None:
+                if self._owned + block > self.limit:
+                    return None
+                self._owned += block  # reserved before allocating, outside the lock
+        if tensor is None:
+            try:
+                tensor = self._allocate(block)
+            except (RuntimeError, AssertionError, ValueError):  # no GPU, or none to be had
+                with self._lock:
+                    self._owned -= block
+                return None
+        view = tensor[:size].numpy()
+        weakref.finalize(view, self._give, block, tensor)
+        return view
+
+    def _allocate(self, block: int) -> Any:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RuntimeError("no CUDA device: no page-locked memory")
+        torch.cuda.set_device(self.device)
+        return torch.empty(block, dtype=torch.uint8, pin_memory=True)
+
+    def _give(self, block: int, tensor: Any) -> None:
+        with self._lock:
+            self._free.setdefault(block, []).append(tensor)
+
+
+def host_buffer(size: int, pool: PinnedPool | None = None) -> Any:
+    """A writable buffer of ``size`` bytes: from ``pool`` (page-locked) when it has one to
+    give, else a bytearray.
 
     Example: ``host_buffer(16)`` is a 16-byte bytearray on any machine."""
-    if pinned and size:
-        try:
-            import torch
-
-            return torch.empty(size, dtype=torch.uint8, pin_memory=True).numpy()
-        except (RuntimeError, AssertionError):  # no GPU, or no pinned memory to be had
-            pass
-    return bytearray(size)
+    buf = pool.take(size) if pool is not None else None
+    return buf if buf is not None else bytearray(size)
 
 
-def _read(path: Path, pinned: bool = False) -> Any:
+def _read(path: Path, pool: PinnedPool | None = None) -> Any:
     """The whole file in one writable buffer (tensors can be views of it), page-locked when
-    ``pinned`` (see :func:`host_buffer`)."""
+    ``pool`` has a block for it (see :class:`PinnedPool`)."""
     with open(path, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size  # the file opened, even if replaced since
-        buf = host_buffer(size, pinned)
+        buf = host_buffer(size, pool)
         if fh.readinto(buf) != size:
             raise OSError(f"{path} changed while being read")
     return buf
@@ -123,15 +177,16 @@ class SignedReferenceCache(ReferenceCache):
     threads only read and verify.
     """
 
-    def __init__(self, key: bytes | None, root: Path | None = None, pinned: bool = False) -> None:
+    def __init__(self, key: bytes | None, root: Path | None = None,
+                 pin_device: str | None = None) -> None:
         super().__init__(root)
         self.key = key
-        # Output files are read into page-locked memory (a judge on a GPU: host_buffer).
-        self.pinned = pinned
+        # A judge on a GPU reads output files into page-locked memory (PinnedPool).
+        self._pool_pinned = PinnedPool(pin_device) if pin_device else None
         self._pool: ThreadPoolExecutor | None = None
         self._current: dict[Path, _Entry] = {}  # this workload's files
         self._upcoming: dict[Path, _Entry] = {}  # the next workload's (prefetch_upcoming)
-        self._running: dict[Path, Future] = {}  # dropped while being read: not served
+        self._running: dict[Path, list[Future]] = {}  # dropped while being read: not served
 
     def prefetch_outputs(self, definition: Any, keys: Sequence[str]) -> None:
         """Start reading and verifying these output files side by side; :meth:`load_outputs`
@@ -190,26 +245,29 @@ class SignedReferenceCache(ReferenceCache):
                 continue  # loaded when asked for, as without a read-ahead
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="verify")
-            into[path] = (self._pool.submit(self._read_verified, path, self.pinned), size)
+            into[path] = (self._pool.submit(self._read_verified, path, self._pool_pinned),
+                          size)
             total += size
 
     def _drop(self, entries: dict[Path, _Entry]) -> None:
         for path, (future, _) in entries.items():
             if not future.cancel():  # already running: it finishes, its bytes are not served
-                self._running[path] = future
+                self._running.setdefault(path, []).append(future)
         entries.clear()
-        self._running = {p: f for p, f in self._running.items() if not f.done()}
+        running = {p: [f for f in fs if not f.done()] for p, fs in self._running.items()}
+        self._running = {p: fs for p, fs in running.items() if fs}
 
     def _forget_path(self, path: Path) -> None:
         """Before ``path`` is rewritten: no read of the old file may be served, nor still be
         running while the new one is written (it would fail its signature, with a warning),
         including a read dropped while it ran."""
-        futures = [self._running.pop(path, None)]
+        futures = self._running.pop(path, [])
         for entries in (self._current, self._upcoming):
             entry = entries.pop(path, None)
-            futures.append(entry[0] if entry is not None else None)
+            if entry is not None:
+                futures.append(entry[0])
         for future in futures:
-            if future is not None and not future.cancel():
+            if not future.cancel():
                 try:
                     future.result()
                 except Exception:
@@ -222,9 +280,10 @@ class SignedReferenceCache(ReferenceCache):
                 return entry[0].result()
             except Exception as err:  # only a head start: read it here instead
                 log.warning("reading ahead %s failed (%s)", path, err)
-        return self._read_verified(path, self.pinned and path.suffix == ".safetensors")
+        pinned = self._pool_pinned if path.suffix == ".safetensors" else None
+        return self._read_verified(path, pinned)
 
-    def _read_verified(self, path: Path, pinned: bool = False) -> Any:
+    def _read_verified(self, path: Path, pinned: PinnedPool | None = None) -> Any:
         """The file's bytes if its signature verifies, else None (thread-safe: no state)."""
         if self.key is None:
             return None

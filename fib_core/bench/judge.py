@@ -216,8 +216,9 @@ class JudgeServer:
 
         self.evaluator = evaluator
         # On a GPU, references are read into page-locked memory: each is copied to the device.
+        device = str(evaluator.device)
         evaluator.ref_cache = SignedReferenceCache(
-            ensure_key(), pinned=str(evaluator.device).startswith("cuda")
+            ensure_key(), pin_device=device if device.startswith("cuda") else None
         )
         self.state: _TaskState | None = None
         self._announced: tuple[int, Any, Any] | None = None  # (task id, definition, workload)
@@ -229,7 +230,9 @@ class JudgeServer:
 
         Only disk and CPU work starts here (the worker is not timing yet, and the first check
         waits for the thread): the reference runs and device copies still happen at the first
-        check, so the judge never uses the GPU while the worker times.
+        check, so the judge runs nothing on the GPU while the worker times. The reads land in
+        page-locked host memory (integrity.PinnedPool): its blocks are page-locked once, in
+        the first workloads (a host-side call, no GPU work), and reused after.
         """
         from fib_core.data.definition import Definition
         from fib_core.data.workload import Workload

@@ -577,7 +577,9 @@ def take_early(role: str, device: str, readonly: Sequence[str] = (),
     sandbox paths and checking mode (it is then the caller's), else None. A process launched
     with device "auto" fits either kind: it resolves "auto" as the launcher did. Both roles
     must also have been launched under the same cache folder (the judge signs and verifies
-    with that folder's key, a worker's sandbox protects that folder)."""
+    with that folder's key, a worker's sandbox protects that folder). An early worker that
+    does not fit is killed then: it made its CUDA context as it booted, and a run adopts its
+    first worker once, so it would hold that context, unused, until the launcher exits."""
     for handle in _EARLY:
         fits = (
             handle.early_environment == _environment_print()
@@ -591,6 +593,9 @@ def take_early(role: str, device: str, readonly: Sequence[str] = (),
         if fits:
             _EARLY.remove(handle)
             return handle
+    for handle in [h for h in _EARLY if h.role == role == "worker"]:
+        _EARLY.remove(handle)
+        handle.kill()
     return None
 
 

@@ -136,18 +136,22 @@ def _open_context_early(device: str) -> threading.Thread | None:
 
     Only for a worker started with ``--context-at-start``: one nothing else is timing beside
     (a run's first worker, a replacement), never a spare. The thread makes the driver's primary
-    context of the device through the driver API, which torch then uses as its own; it imports
-    nothing, so it cannot meet the main thread's imports halfway. A failure here is only a
-    lost head start: :func:`_settle_context` makes the context as before.
+    context of the device through the driver API, which torch then uses as its own. It runs
+    no Python import, so it cannot meet the main thread's import halfway, and it starts after
+    torch's own CUDA start has set the environment variables the driver reads. A failure here
+    is only a lost head start: :func:`_settle_context` makes the context as before.
     """
     if not device.startswith("cuda"):
         return None
     from fib_core.bench.exchange import cuda_driver
 
     driver = cuda_driver()
+    try:
+        index = int(device.partition(":")[2] or 0)
+    except ValueError:
+        return None
     if driver is None:
         return None
-    index = int(device.partition(":")[2] or 0)
 
     def create() -> None:
         handle, context = ctypes.c_int(), ctypes.c_void_p()
@@ -236,7 +240,6 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
     from fib_core.bench.wire import ChildGone, recv_message_fds, recv_object, send_frame
 
     device = resolve_device(requested_device)
-    early_context = _open_context_early(device) if context_at_start else None
     if not device.startswith("cuda"):
         os.environ["TRITON_INTERPRET"] = "1"
     from fib_core.bench.environment import collect_environment
@@ -264,6 +267,9 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
     if not trusted:  # the trusted mode exists to measure what the judge costs
         evaluator.remote_check = RemoteChecker(send_check, receive_verdict)
     plugins: set[str] = set()
+    # After torch's own CUDA start (collect_environment), which sets environment variables
+    # the driver reads: the thread then meets only the import below.
+    early_context = _open_context_early(device) if context_at_start else None
     _settle_imports(device)
     state: _ProcessState | None = None
     baseline: Watched | None = None
@@ -329,6 +335,9 @@ def serve_judge(sock: Any, requested_device: str) -> int:
 
     env = collect_environment(device)
     send_frame(sock, {"type": "ready", "device": device, "env": asdict(env), "warnings": []})
+    # The judge's context now, on this thread (it is never a spare): its reads then page-lock
+    # memory in threads that find the context made (integrity.PinnedPool).
+    _settle_context(device)
     judge = JudgeServer(Evaluator(device, env))
     plugins: set[str] = set()
     task = None  # sent once per task; later messages carry None

@@ -42,7 +42,7 @@ def test_an_early_worker_for_another_dataset_is_not_adopted(
     make_dataset, toy_solution_json, tmp_path
 ):
     """Its sandbox would protect the wrong folder: the run starts its own, and the early one
-    is killed when the launcher discards what was not adopted."""
+    is killed as soon as the run finds it does not fit (it holds a CUDA context)."""
     root = make_dataset([])
     other = tmp_path / "other-dataset"
     other.mkdir()
@@ -53,8 +53,6 @@ def test_an_early_worker_for_another_dataset_is_not_adopted(
         bench.run_solution(solution)
         assert bench._worker is not early["worker"]
         assert bench._judge is early["judge"]  # the judge has no sandbox: it fits
-    assert pool._EARLY == [early["worker"]]
-    pool.discard_early()
     assert pool._EARLY == [] and not early["worker"].alive
 
 
@@ -88,28 +86,55 @@ def test_early_processes_from_another_cache_folder_are_not_adopted(
     with Benchmark(TraceSet.from_path(root), BenchmarkConfig(**FAST)) as bench:
         bench.run_solution(solution)
         assert bench._judge not in stale and bench._worker not in stale
-    assert pool._EARLY == stale and all(h.alive for h in stale)
-    pool.launch_early("cpu", root)  # a new launch: the stale ones go
+    # The stale worker was killed when it did not fit; the stale judge waits for the launcher.
+    stale_judge = [h for h in stale if h.role == "judge"]
+    assert pool._EARLY == stale_judge and stale_judge[0].alive
+    assert not any(h.alive for h in stale if h.role == "worker")
+    pool.launch_early("cpu", root)  # a new launch: the stale judge goes
     assert not any(h.alive for h in stale) and len(pool._EARLY) == 2
 
 
 def test_only_a_worker_nothing_runs_beside_makes_its_context_as_it_boots(
-    make_dataset, toy_solution_json
+    make_dataset, toy_solution_json, monkeypatch
 ):
-    """The early worker and a run's own first worker get --context-at-start; an isolated
-    run's spare (booting beside a timed worker) and the judge do not."""
+    """Launched command lines: the early worker and an isolated run's first worker carry
+    --context-at-start; the spare booted beside the timed worker and the judges do not."""
+    import subprocess
+
+    launched = []
+    real_popen = subprocess.Popen
+
+    def popen(args, **kwargs):
+        role = args[args.index("--role") + 1]
+        launched.append((role, "--context-at-start" in args))
+        return real_popen(args, **kwargs)
+
+    monkeypatch.setattr(pool.subprocess, "Popen", popen)
     root = make_dataset([])
     pool.launch_early("cpu", root)
-    early = {h.role: h for h in pool._EARLY}
-    assert early["worker"].context_at_start and not early["judge"].context_at_start
+    assert sorted(launched) == [("judge", False), ("worker", True)]
     pool.discard_early()
+    launched.clear()
     solution = Solution.from_dict(toy_solution_json("correct"))
     with Benchmark(TraceSet.from_path(root), BenchmarkConfig(**FAST, isolated=True)) as bench:
-        first = bench._new_worker(spare=False)
-        spare = bench._new_worker()
-        assert first.context_at_start and not spare.context_at_start
         traces = bench.run_solution(solution)
+        assert bench._spares_used == 1
     assert [t.evaluation.status.value for t in traces] == ["PASSED", "PASSED"]
+    workers = [flag for role, flag in launched if role == "worker"]
+    assert workers == [True, False]  # the first worker, then the spare for workload 2
+    assert [flag for role, flag in launched if role == "judge"] == [False]
+
+
+def test_an_early_worker_that_does_not_fit_is_killed_at_once(make_dataset):
+    """It made its CUDA context while booting: it does not wait for the launcher's exit."""
+    root = make_dataset([])
+    pool.launch_early("cpu", root)
+    worker = next(h for h in pool._EARLY if h.role == "worker")
+    assert pool.take_early("worker", "cpu", ["/elsewhere"]) is None
+    assert worker not in pool._EARLY
+    worker.proc.wait(timeout=30)
+    assert not worker.alive
+    assert [h.role for h in pool._EARLY] == ["judge"]  # not the worker's to decide
 
 
 def test_the_early_context_is_the_driver_primary_context_of_the_device(monkeypatch):

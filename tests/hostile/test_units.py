@@ -133,8 +133,9 @@ def test_signed_cache_loads_verified_views_and_prefetches_side_by_side(tmp_path)
 
 
 def test_a_judge_on_a_gpu_reads_outputs_into_page_locked_buffers(tmp_path, monkeypatch):
-    """Output files go to host_buffer(pinned=True) (NumPy views of pinned memory on a GPU);
-    latency records stay bytes. Loads from such a buffer equal what was stored."""
+    """Output files are read through the cache's PinnedPool (NumPy views of page-locked
+    memory on a GPU); latency records stay bytes. Loads from such a buffer equal what was
+    stored."""
     from types import SimpleNamespace
 
     import numpy as np
@@ -143,12 +144,13 @@ def test_a_judge_on_a_gpu_reads_outputs_into_page_locked_buffers(tmp_path, monke
 
     asked = []
 
-    def fake_pinned(size, pinned=False):
-        asked.append(pinned)
-        return np.zeros(size, dtype=np.uint8) if pinned else bytearray(size)
+    def fake_pinned(size, pool=None):
+        asked.append(pool is not None)
+        return np.zeros(size, dtype=np.uint8) if pool is not None else bytearray(size)
 
     monkeypatch.setattr(integrity, "host_buffer", fake_pinned)
-    cache = integrity.SignedReferenceCache(integrity.ensure_key(tmp_path), tmp_path, pinned=True)
+    cache = integrity.SignedReferenceCache(integrity.ensure_key(tmp_path), tmp_path,
+                                           pin_device="cuda:0")
     definition = SimpleNamespace(name="d", output_names=["a", "s"])
     outs = [torch.randn(4, 3), 1.5]
     cache.store_outputs(definition, "k0", outs)
@@ -162,11 +164,38 @@ def test_a_judge_on_a_gpu_reads_outputs_into_page_locked_buffers(tmp_path, monke
     assert asked == [True, True, False]
 
 
-def test_host_buffer_is_bytes_without_a_gpu_and_pinned_with_one():
-    from fib_core.bench.integrity import host_buffer
+def test_the_pinned_pool_reuses_blocks_and_keeps_to_its_limit(monkeypatch):
+    """Blocks are powers of two from 1 MiB, allocated once and handed out again when the
+    last view of a buffer dies; past the limit a read gets a bytearray."""
+    from fib_core.bench.integrity import PinnedPool, host_buffer
+
+    allocated = []
+
+    def allocate(self, block):
+        allocated.append(block)
+        return torch.zeros(block, dtype=torch.uint8)  # page-locked on a GPU
+
+    monkeypatch.setattr(PinnedPool, "_allocate", allocate)
+    mib = 1 << 20
+    pool = PinnedPool("cuda:0", limit=4 * mib)
+    a = pool.take(3 * mib)  # a 4 MiB block: the whole limit
+    assert len(a) == 3 * mib and allocated == [4 * mib]
+    assert pool.take(10) is None and isinstance(host_buffer(10, pool), bytearray)
+    a[:] = 7
+    view = torch.frombuffer(a, dtype=torch.uint8)  # a tensor view keeps the block in use
+    del a
+    assert pool.take(3 * mib) is None
+    del view  # the last view: the block goes back
+    b = pool.take(4 * mib)
+    assert b is not None and len(b) == 4 * mib and allocated == [4 * mib]
+    assert pool.take(0) is None
+
+
+def test_host_buffer_is_bytes_without_a_gpu_and_page_locked_with_one():
+    from fib_core.bench.integrity import PinnedPool, host_buffer
 
     assert host_buffer(16) == bytearray(16)
-    buf = host_buffer(1 << 20, pinned=True)
+    buf = host_buffer(1 << 20, PinnedPool("cuda:0"))
     assert len(buf) == 1 << 20
     if torch.cuda.is_available():
         assert torch.from_numpy(buf).is_pinned()
