@@ -182,7 +182,7 @@ class SignedReferenceCache(ReferenceCache):
         super().__init__(root)
         self.key = key
         # A judge on a GPU reads output files into page-locked memory (PinnedPool).
-        self._pool_pinned = PinnedPool(pin_device) if pin_device else None
+        self._pinned_pool = PinnedPool(pin_device) if pin_device else None
         self._pool: ThreadPoolExecutor | None = None
         self._current: dict[Path, _Entry] = {}  # this workload's files
         self._upcoming: dict[Path, _Entry] = {}  # the next workload's (prefetch_upcoming)
@@ -245,7 +245,7 @@ class SignedReferenceCache(ReferenceCache):
                 continue  # loaded when asked for, as without a read-ahead
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="verify")
-            into[path] = (self._pool.submit(self._read_verified, path, self._pool_pinned),
+            into[path] = (self._pool.submit(self._read_verified, path, self._pinned_pool),
                           size)
             total += size
 
@@ -280,7 +280,7 @@ class SignedReferenceCache(ReferenceCache):
                 return entry[0].result()
             except Exception as err:  # only a head start: read it here instead
                 log.warning("reading ahead %s failed (%s)", path, err)
-        pinned = self._pool_pinned if path.suffix == ".safetensors" else None
+        pinned = self._pinned_pool if path.suffix == ".safetensors" else None
         return self._read_verified(path, pinned)
 
     def _read_verified(self, path: Path, pinned: PinnedPool | None = None) -> Any:
