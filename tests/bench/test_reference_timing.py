@@ -214,7 +214,7 @@ def test_the_judge_prefetches_a_task_it_is_told_of_and_forgets_it_after(
     reads: list[str] = []
     real_read = integrity._read
     monkeypatch.setattr(integrity, "_read",
-                        lambda path, pinned=False: reads.append(path.name) or real_read(path))
+                        lambda path, pool=None: reads.append(path.name) or real_read(path))
     judge.announce(task(4))
     assert cache._upcoming == {}
     assert verdicts(task(4)) == ["PASSED", "INCORRECT_NUMERICAL"]

@@ -345,7 +345,7 @@ def test_a_background_prefetch_is_waited_for_and_a_later_store_wins(tmp_path, mo
     reads: list[str] = []
     real_read = integrity._read
     monkeypatch.setattr(integrity, "_read",
-                        lambda path, pinned=False: reads.append(path.name) or real_read(path))
+                        lambda path, pool=None: reads.append(path.name) or real_read(path))
     assert torch.equal(cache.load_outputs(definition, "k0", "cpu")[0], torch.full((3,), 1.0))
     assert torch.equal(cache.load_outputs(definition, "k1", "cpu")[0], torch.full((3,), 2.0))
     assert reads == [cache._path(definition, "k1", ".safetensors").name]
@@ -370,7 +370,7 @@ def test_a_load_waits_for_its_own_file_only(tmp_path, monkeypatch):
     gate, slow_started = threading.Event(), threading.Event()
     real_read = integrity._read
 
-    def read(path, pinned=False):
+    def read(path, pool=None):
         if path.stem == "k1":
             slow_started.set()
             assert gate.wait(30)
@@ -401,7 +401,7 @@ def test_a_store_waits_for_a_read_dropped_while_it_ran(tmp_path, monkeypatch):
     gate, started = threading.Event(), threading.Event()
     real_read = integrity._read
 
-    def read(path, pinned=False):
+    def read(path, pool=None):
         started.set()
         assert gate.wait(30)
         return real_read(path)
@@ -468,7 +468,7 @@ def test_the_next_workloads_files_are_read_ahead_and_only_served_to_it(tmp_path,
     reads: list[str] = []
     real_read = integrity._read
     monkeypatch.setattr(integrity, "_read",
-                        lambda path, pinned=False: reads.append(path.stem) or real_read(path))
+                        lambda path, pool=None: reads.append(path.stem) or real_read(path))
     cache.prefetch_in_background(definition, ["a0"])  # workload a starts
     cache.prefetch_upcoming(definition, ["b0", "b1", "missing"])  # b comes next
     assert torch.equal(cache.load_outputs(definition, "a0", "cpu")[0], torch.full((3,), 2.0))
