@@ -527,6 +527,8 @@ def final_result(task_id: int, report: dict, ledger: TaskLedger, latency: dict |
         ref_ms = latency["latency_ms"]
         perf_extra["reference_timing"] = latency["extra"]
         _charge_reference_phase(extra, latency.get("seconds", 0.0))
+    else:  # not measured (a CPU smoke run): the report shows unknown, never a 0.00x speedup
+        perf_extra["reference_timing"] = {"skipped": True}
     speedup = ref_ms / latency_ms if ref_ms > 0 else 0.0
     performance = {
         **perf_extra,

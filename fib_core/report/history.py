@@ -32,7 +32,8 @@ class HistoryRow:
 def history_rows(records: list[LedgerRecord], definition: str | None = None) -> list[HistoryRow]:
     """Rows oldest first; ``definition`` keeps only that definition's runs.
 
-    ``is_best`` marks the highest-scoring run of each (definition, device kind) pair.
+    ``is_best`` marks the highest-scoring run of each (definition, device kind) pair; a CPU
+    smoke run has no score (its reference is not timed), so it is never the best.
     """
     last: dict[str, LedgerRecord] = {}
     best: dict[tuple[str, str], tuple[float, int]] = {}
@@ -43,11 +44,17 @@ def history_rows(records: list[LedgerRecord], definition: str | None = None) -> 
         if definition is not None and rec.definition != definition:
             continue
         key = (rec.definition, rec.device)
-        if rec.total and (key not in best or rec.score >= best[key][0]):
+        if rec.total and not rec.results.is_cpu_smoke and (key not in best or rec.score >= best[key][0]):
             best[key] = (rec.score, i)
         rows.append(HistoryRow(i, rec, changes))
     best_index = {i for _, i in best.values()}
     return [HistoryRow(r.index, r.record, r.changes, r.index in best_index) for r in rows]
+
+
+def score_text(rec: LedgerRecord) -> str:
+    """A run's score as a history shows it: "3.10x", or "-" for a CPU smoke run (its reference
+    is not timed, so it has no score; a 0.00x would read as a failure)."""
+    return "-" if rec.results.is_cpu_smoke else f"{rec.score:.2f}x"
 
 
 def render_history(rows: list[HistoryRow], console: Any, source: str = "runs/ledger.jsonl") -> None:
@@ -71,7 +78,7 @@ def render_history(rows: list[HistoryRow], console: Any, source: str = "runs/led
     table.add_column("changed")
     for row in rows:
         rec = row.record
-        score = f"{rec.score:.2f}x" + (" *" if row.is_best else "")
+        score = score_text(rec) + (" *" if row.is_best else "")
         cells = [str(row.index), rec.run_id]
         if several:
             cells.append(rec.definition)

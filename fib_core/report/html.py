@@ -98,11 +98,12 @@ def _section(sec: ReportSection, key: str) -> str:
     rec, res = sec.record, sec.record.results
     summary = summarize(res)
     out = [f'<section id="{key}"><h2>{_e(rec.definition)}</h2>']
-    score = (
-        f"Score {summary.score:.2f}x (mean speedup over {summary.total} workloads)"
-        if summary.all_passed
-        else f"Score 0 ({summary.failed} of {summary.total} workloads failed)"
-    )
+    if res.is_cpu_smoke:  # no reference timing on the CPU: nothing to score
+        score = "No score (CPU smoke run: correctness only)"
+    elif summary.all_passed:
+        score = f"Score {summary.score:.2f}x (mean speedup over {summary.total} workloads)"
+    else:
+        score = f"Score 0 ({summary.failed} of {summary.total} workloads failed)"
     out.append(
         f'<p class="score">{_e(score)} · passed {summary.passed}/{summary.total}</p>'
         f'<p class="note">run {_e(rec.run_id)} · solution {_e(rec.solution_name or "?")} '
@@ -226,11 +227,11 @@ def _history(sec: ReportSection, key: str) -> str:
         runs = [*runs, sec.record]
     if len(runs) < 2:
         return '<h3>History</h3><p class="note">the first recorded run of this definition</p>'
-    from fib_core.report.history import history_rows
+    from fib_core.report.history import history_rows, score_text
 
-    points = [
+    points = [  # a CPU smoke run has no score to plot
         (f"#{i} {r.git.label()}", r.score, r.passed == r.total and r.total > 0)
-        for i, r in enumerate(runs, start=1)
+        for i, r in enumerate(runs, start=1) if not r.results.is_cpu_smoke
     ]
     out = ["<h3>History</h3>"]
     svg = plots.history_svg(points, f"{key}-hist")
@@ -245,7 +246,7 @@ def _history(sec: ReportSection, key: str) -> str:
             + _td(r.run_id, left=True)
             + _td(r.git.label(), left=True)
             + _td((r.solution_hash or "?")[:8], left=True)
-            + _td(f"{r.score:.2f}x" + (" (best)" if h.is_best else ""))
+            + _td(score_text(r) + (" (best)" if h.is_best else ""))
             + _td(f"{r.passed}/{r.total}")
             + _td("; ".join(h.changes), left=True, wrap=True)
             + "</tr>"

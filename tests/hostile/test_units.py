@@ -292,6 +292,10 @@ def test_only_the_judge_grants_passed():
     # The reference latency and the speedup are the judge's, not the worker's claims.
     assert result.performance["reference_latency_ms"] == 1.0
     assert result.performance["speedup_factor"] == pytest.approx(1000.0)
+    # No reference timed (a CPU smoke run): marked as not measured, the worker's claim unused.
+    unmeasured = final_result(1, _report(), ledger, None).performance
+    assert unmeasured["reference_timing"] == {"skipped": True}
+    assert unmeasured["reference_latency_ms"] == 0.0 and unmeasured["speedup_factor"] == 0.0
     bad = {
         "status": "INCORRECT_NUMERICAL",
         "message": "3 of 6 elements",

@@ -39,6 +39,10 @@ def test_default_starter_passes_with_table_summary_and_exit_0(first_run) -> None
         assert "CPU smoke run" in text and "correctness only" in text
         assert "Ran 3 of 54 workloads (quick subset, CPU smoke: correctness only)" in text
         assert "Score" not in text and "No score" in text
+        # the reference is not timed on the CPU: unknown, not a 0.00x speedup
+        assert "0.00x" not in text and "0.00 us" not in text
+        assert all(r["speedup"] is None and r["reference_latency_ms"] is None
+                   for r in json.loads(out.read_text())["rows"])
     else:
         assert "Score: " in text
     for column in ("status", "latency", "speedup", "roofline"):

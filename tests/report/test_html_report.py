@@ -85,6 +85,18 @@ def test_history_lists_each_run_with_score_and_changes(mkrecord) -> None:
     assert rows[1][6] == "solution 11111111→22222222; engine.iterations 50→100"
 
 
+def test_a_cpu_smoke_run_has_no_score_on_the_page_or_in_its_history(mkrecord) -> None:
+    gpu = mkrecord({1: 0.010}, solution_hash="1" * 64)
+    cpu = mkrecord({1: 5.0}, solution_hash="2" * 64, device="cpu")
+    for row in cpu.results.rows:  # as a CPU smoke run records them: the reference not timed
+        row.speedup = row.reference_latency_ms = None
+    page = build_html([ReportSection(cpu, history=[gpu, cpu])])
+    assert "No score (CPU smoke run: correctness only)" in page and "0.00x" not in page
+    table = re.search(r'<table class="history">.*?<tbody>(.*?)</tbody>', page, re.S).group(1)
+    rows = [_cells(r) for r in re.findall(r"<tr>(.*?)</tr>", table, re.S)]
+    assert [r[4] for r in rows] == ["3.00x (best)", "-"]
+
+
 def test_without_matplotlib_tables_remain_and_the_page_says_why(
     two_runs, monkeypatch: pytest.MonkeyPatch
 ) -> None:

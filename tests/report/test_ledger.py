@@ -149,6 +149,21 @@ def test_history_marks_best_and_compares_within_a_definition(mkrecord) -> None:
     assert rows[2].changes == ["solution 22222222→33333333"]
 
 
+def test_a_cpu_smoke_run_is_never_the_best_and_shows_no_score(mkrecord) -> None:
+    from rich.console import Console
+
+    from fib_core.report.history import render_history
+
+    cpu = mkrecord({1: 5.0}, solution_hash="1" * 64, device="cpu")
+    cpu_again = mkrecord({1: 4.0}, solution_hash="2" * 64, device="cpu")
+    rows = history_rows([cpu, cpu_again])
+    assert [r.is_best for r in rows] == [False, False]
+    console = Console(record=True, width=200)
+    render_history(rows, console)
+    text = console.export_text()
+    assert "0.00x" not in text and "3.00x" not in text and " - " in text
+
+
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 def test_git_state_reads_commit_and_dirty_flag(tmp_path: Path) -> None:
     assert git_state(tmp_path).commit is None  # not a repository: no figures, no error
