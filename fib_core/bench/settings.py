@@ -124,8 +124,8 @@ def _is_number(value: object) -> bool:
 
 # fmt: off
 SETTINGS: tuple[Setting, ...] = (
-    Setting("warmup_runs", int, 10, "warm-up calls before timing (default 10)", key="warmup", per_definition=True, flag="--warmup", cli_flag="--warmup-runs", modal=True, low=0, example=10, metavar="N"),
-    Setting("iterations", int, 50, "timed calls per trial (default 50)", key="iterations", per_definition=True, flag="--iterations", cli_flag="--iterations", modal=True, low=1, example=50, metavar="N"),
+    Setting("warmup_runs", int, 10, "warm-up calls before timing (default: the definition's eval.toml, 10 for most)", key="warmup", per_definition=True, flag="--warmup", cli_flag="--warmup-runs", modal=True, low=0, example=10, metavar="N"),
+    Setting("iterations", int, 50, "timed calls per trial (default: the definition's eval.toml, 50 for most)", key="iterations", per_definition=True, flag="--iterations", cli_flag="--iterations", modal=True, low=1, example=50, metavar="N"),
     Setting("num_trials", int, 3, "trials; the latency is the mean of their medians (default 3)", key="trials", per_definition=True, flag="--trials", cli_flag="--num-trials", modal=True, low=1, example=3, metavar="N"),
     Setting("timeout_seconds", float, 300.0, "seconds per workload, build included (default 300)", key="timeout", per_definition=True, flag="--timeout", cli_flag="--timeout", modal=True, low=0, low_open=True, example=300, metavar="SECONDS"),
     Setting("atol", float, None, "absolute tolerance (default: the definition's)", key="atol", per_definition=True, flag="--atol", cli_flag="--atol", nullable=True, low=0, example=0.01),
