@@ -8,15 +8,25 @@ tables), ``unsaved-traces/`` (traces a full disk kept from their file) and
 
 Dataset: ``$FIB_DATASET_PATH``, read here only; each caller keeps its own default.
 
+Private temporary folders (worker logs, a Python solution's imported copy) come from
+:func:`private_temp_dir`: whatever the process did not remove itself is removed when it exits,
+so code that never calls ``close()`` (the organizers' scripts have no such call) leaves nothing
+in the system's temporary folder.
+
 Example::
 
-    from fib_core.paths import cache_dir
+    from fib_core.paths import cache_dir, private_temp_dir, remove_private_dir
     cache_dir() / "reference"   # where reference outputs are kept
+    logs = private_temp_dir("fib-bench-logs-")
+    remove_private_dir(logs)    # now; else at exit
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 CACHE_ENV = "FIB_CACHE_DIR"
@@ -28,6 +38,31 @@ def cache_dir() -> Path:
     """``$FIB_CACHE_DIR`` if set (and not blank), else ``~/.cache/fib_core``."""
     env = os.environ.get(CACHE_ENV, "").strip()
     return Path(env).expanduser() if env else DEFAULT_CACHE.expanduser()
+
+
+_OWNED: dict[str, int] = {}  # folder -> the pid that made it (a forked child removes none)
+
+
+def private_temp_dir(prefix: str) -> Path:
+    """A fresh folder in the system's temporary folder, removed at this process's exit unless
+    :func:`remove_private_dir` removed it first."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    if not _OWNED:
+        atexit.register(_remove_owned)
+    _OWNED[path] = os.getpid()
+    return Path(path)
+
+
+def remove_private_dir(path: str | Path) -> None:
+    """Remove a folder of :func:`private_temp_dir` (or any folder) now; safe to call twice."""
+    _OWNED.pop(str(path), None)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _remove_owned() -> None:
+    for path, pid in list(_OWNED.items()):
+        if pid == os.getpid():
+            remove_private_dir(path)
 
 
 def dataset_env_path() -> Path | None:

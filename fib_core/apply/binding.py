@@ -17,8 +17,8 @@ class ArgBinder:
     """Binds ``(args, kwargs)`` of one callable to a ``{name: value}`` dict with defaults.
 
     >>> def f(q, k, scale=1.0): ...
-    >>> ArgBinder(f).bind((1, 2), {})
-    {'q': 1, 'k': 2, 'scale': 1.0}
+    >>> ArgBinder(f).bind((1, 2), {}) == {'q': 1, 'k': 2, 'scale': 1.0}
+    True
     """
 
     _cache: dict[Any, ArgBinder] = {}

@@ -57,19 +57,21 @@ class Benchmark(_Engine):
         self.log_level = level
         self._staged: list[Any] = []
         self._flushed_once = False
-        self._started = False
+        self._started: str | None = None  # the device the first run/evaluate resolved
 
     # --- the organizers' reference-listing form -------------------------------------------------
 
     def run(self, config: BenchmarkConfig | None = None) -> None:
         """Evaluate everything the config selects and stage the traces for :meth:`flush`.
 
-        ``config`` None = the one given at construction (else the defaults).
+        ``config`` is this call's only (as in the organizers' ``run(config=BenchmarkConfig())``);
+        None = the one given at construction, else the defaults.
         """
         self._staged.extend(self._evaluate_all(config))
 
     def evaluate(self, config: BenchmarkConfig | None = None) -> Any:
-        """Evaluate everything the config selects; the results as an in-memory TraceSet."""
+        """Evaluate everything the config selects; the results as an in-memory TraceSet.
+        ``config`` as for :meth:`run`."""
         from fib_core.data.traceset import TraceSet
 
         traces = self._evaluate_all(config)
@@ -107,16 +109,24 @@ class Benchmark(_Engine):
     # --- internals -----------------------------------------------------------------------------
 
     def _evaluate_all(self, config: BenchmarkConfig | None) -> list[Any]:
-        if config is not None:
-            if self._started and config.device != self.config.device:
-                raise ConfigError(
-                    f"Benchmark: config.device = {config.device!r} but this Benchmark already "
-                    f"runs on {self.config.device!r}; make a new Benchmark for another device"
-                )
-            self.config = config
-        self._started = True
+        """One call with ``config`` (None: the construction's); the construction's config is
+        back afterwards, so a later call without one never inherits this call's filters."""
+        from fib_core.bench.worker import resolve_device
+
+        chosen = config if config is not None else self.config
+        device = resolve_device(chosen.device)
+        if self._started is not None and device != self._started:
+            raise ConfigError(
+                f"Benchmark: config.device = {chosen.device!r} but this Benchmark already "
+                f"runs on {self._started!r}; make a new Benchmark for another device"
+            )
+        self._started = device
         on_event = self.on_event or self._log_event
-        return self.run_all(dump_traces=False, on_event=on_event)
+        saved, self.config = self.config, chosen
+        try:
+            return self.run_all(dump_traces=False, on_event=on_event)
+        finally:
+            self.config = saved
 
     def _log_event(self, event: Any) -> None:
         """Default progress for the listing form: one log line per finished workload."""

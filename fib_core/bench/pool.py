@@ -22,7 +22,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -524,8 +523,11 @@ def trusted_checks() -> bool:
 
 
 def default_log_dir() -> Path:
-    """A private folder for worker logs (kept until the Benchmark closes)."""
-    return Path(tempfile.mkdtemp(prefix="fib-bench-logs-"))
+    """A private folder for worker logs (kept until the Benchmark closes, or the process
+    exits: a Benchmark never closed leaves nothing behind)."""
+    from fib_core.paths import private_temp_dir
+
+    return private_temp_dir("fib-bench-logs-")
 
 
 # --- early start ---------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ workload finishes, so an interrupted run keeps what it measured and ``resume`` s
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -45,6 +44,7 @@ from fib_core.bench.trace_sink import TraceSink
 from fib_core.bench.traces import finished_pairs, is_finished, make_trace
 from fib_core.data.trace import EvaluationStatus
 from fib_core.errors import FibError
+from fib_core.paths import remove_private_dir
 
 EventFn = Callable[[Any], None]
 
@@ -131,7 +131,7 @@ class Benchmark:
         close_all([self._worker, self._judge])
         self._worker = self._judge = None
         self._drop_spare()
-        shutil.rmtree(self._log_dir, ignore_errors=True)
+        remove_private_dir(self._log_dir)
 
     def __enter__(self) -> Benchmark:
         return self

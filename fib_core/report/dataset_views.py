@@ -79,21 +79,29 @@ def render_standings(found: list[SolutionStanding], console: Console) -> None:
     for st in found:
         s, r = st.summary, st.results
         slowest = f"{s.slowest[0][0][:8]} {fmt_ms(s.slowest[0][1])}" if s.slowest else "-"
+        if r.is_cpu_smoke:  # the reference is not timed on a CPU: no speedup, no score
+            score = mean = "-"
+        else:
+            score = fmt_speedup(s.score) if s.all_passed else "0"
+            mean = fmt_speedup(s.mean_speedup_passed)
         table.add_row(
             escape(r.definition),
             escape(r.solution or "-"),
             escape(r.author or "-"),
             escape(r.gpu_name or r.device),
             f"{s.passed}/{s.total}",
-            fmt_speedup(s.score) if s.all_passed else "0",
-            fmt_speedup(s.mean_speedup_passed),
+            score,
+            mean,
             str(st.not_run),
             slowest,
         )
     with readable_width(console):
         console.print(table)
     if any(st.results.is_cpu_smoke for st in found):
-        console.print("[yellow]rows measured on cpu are smoke runs: timings are not comparable[/]")
+        console.print(
+            "[yellow]rows measured on cpu are smoke runs: correctness only, no score, "
+            "timings not comparable[/]"
+        )
 
 
 def render_best(entries: list[BestEntry], console: Console) -> None:

@@ -5,9 +5,12 @@ function is seen whether or not a runtime routes it. ``flush()`` deduplicates pe
 and appends one workload record per representative to
 ``<out_dir>/<op_type>/<definition>.jsonl`` (the dataset's own record format: dumped tensors as
 ``safetensors`` inputs, scalars as ``scalar``, everything else ``random``), with blobs under
-``<blob_dir>/<op_type>/<definition>/``. Blob paths are written relative to the dataset root
-when the blobs lie inside it, so the folder loads with ``TraceSet.from_path`` and runs with
-``run_local.py --workloads``.
+``<blob_dir>/<op_type>/<definition>/``. Blob paths are always relative, as the format wants:
+to the dataset root (``blob_dir`` must then lie inside it), so the folder loads with
+``TraceSet.from_path`` and runs with ``run_local.py --workloads``. With no dataset root known
+(``out_dir`` not ``<root>/traces/workloads``, no ``dataset_root``, no ``$FIB_DATASET_PATH``) they
+read ``blob/workloads/<op_type>/<definition>/<file>``, the dataset's own layout, and the first
+flush that writes a blob warns where to put the two folders.
 
 Flush also runs at interpreter exit and on SIGTERM. Calls recorded while a CUDA graph is being
 captured keep references to the live tensors (copying them would be captured too); call
@@ -23,6 +26,7 @@ import signal
 import sys
 import threading
 import uuid
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -89,6 +93,13 @@ class Tracer:
         if blob_dir is None:
             blob_dir = root / "blob" / "workloads" if root is not None else self.out_dir / "blob"
         self.blob_dir = Path(blob_dir).expanduser()
+        if root is not None and not self.blob_dir.resolve().is_relative_to(root.resolve()):
+            raise ConfigError(
+                f"tracing: blob_dir {str(self.blob_dir)!r} is outside the dataset root "
+                f"{str(root)!r}; workloads name their blobs relative to the root, so put "
+                "blob_dir inside it (default: <root>/blob/workloads)"
+            )
+        self._told_layout = False
         if rules is None:
             self.rules = full_preset()
             self.default_rule = default_rule if default_rule is not None else axes_only_rule
@@ -258,12 +269,19 @@ class Tracer:
         return records, blobs
 
     def _blob_ref(self, path: Path) -> str:
+        """The record's path of a blob: relative to the dataset root, or with none known, as
+        it will read once ``blob_dir`` is the dataset's ``blob/workloads``."""
         if self.dataset_root is not None:
-            try:
-                return path.resolve().relative_to(self.dataset_root.resolve()).as_posix()
-            except ValueError:
-                pass
-        return str(path.resolve())
+            return path.resolve().relative_to(self.dataset_root.resolve()).as_posix()
+        if not self._told_layout:
+            self._told_layout = True
+            warnings.warn(
+                f"tracing: no dataset root known, so blob paths read 'blob/workloads/...': put "
+                f"the records of {self.out_dir} under <dataset>/traces/workloads and the blobs "
+                f"of {self.blob_dir} under <dataset>/blob/workloads (or pass dataset_root=)",
+                stacklevel=2,
+            )
+        return (Path("blob") / "workloads" / path.relative_to(self.blob_dir)).as_posix()
 
     def close(self) -> dict[str, dict[str, int]]:
         """Flush and stop collecting."""

@@ -44,7 +44,7 @@ def test_run_flush_and_evaluate_match_run_all(tiny_root: Path):
     old = tiny_root / "traces" / "old" / "t.jsonl"
     old.parent.mkdir(parents=True)
     old.write_text("")  # an earlier run's file: the first flush moves it aside
-    with Benchmark(ts, log_level="ERROR") as bench:
+    with Benchmark(ts, log_level="ERROR", config=FAST) as bench:
         results = bench.evaluate(FAST)
         assert results.root is None and bench.staged_traces == []
         evaluated = [t for traces in results.traces.values() for t in traces]
@@ -54,7 +54,14 @@ def test_run_flush_and_evaluate_match_run_all(tiny_root: Path):
         kit = bench.run_all(dump_traces=False)
         assert _outcomes(kit) == _outcomes(evaluated)
 
-        bench.run(FAST)
+        # A call's config is that call's only: run() without one is the construction's again.
+        one = BenchmarkConfig(warmup_runs=1, iterations=3, num_trials=1, device="cpu",
+                              solutions=["tiny_returning"])
+        assert {t.solution for t in bench.run_all(dump_traces=False)} != {"tiny_returning"}
+        only = [t for traces in bench.evaluate(one).traces.values() for t in traces]
+        assert {t.solution for t in only} == {"tiny_returning"}
+        assert bench.config is FAST
+        bench.run()
         assert _outcomes(bench.staged_traces) == _outcomes(evaluated)
         assert not any((tiny_root / "traces").rglob("*.jsonl")) or old.exists()
         bench.flush()

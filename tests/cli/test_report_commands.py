@@ -40,6 +40,30 @@ def test_summary_all_passing_exits_0_and_counts_unrun(tmp_path, dataset_writer, 
     assert row[header.index("passed")] == "1/1" and row[header.index("not run")] == "2"
 
 
+def test_visualize_prints_the_summary_table(small_dataset, capsys):
+    assert main(["report", "summary", "--local", str(small_dataset)]) == 1
+    summary = capsys.readouterr().out
+    assert main(["report", "visualize", "--local", str(small_dataset)]) == 1
+    assert capsys.readouterr().out == summary
+
+
+def test_cpu_smoke_rows_have_no_score(tmp_path, dataset_writer, capsys):
+    from fib_core.data import Trace
+
+    write, trace = dataset_writer
+    record = trace("fast", "aaaa0001-0000-0000-0000-000000000000", 16).to_dict()
+    record["evaluation"]["extra"] = {"device": "cpu"}  # a CPU smoke run: the reference not timed
+    record["evaluation"]["environment"]["hardware"] = "CPU (x86_64)"
+    record["evaluation"]["performance"].update(reference_latency_ms=0.0, speedup_factor=0.0)
+    root = write(tmp_path / "ds", [Trace.from_dict(record)])
+    assert main(["report", "summary", "--local", str(root)]) == 0
+    out = capsys.readouterr().out
+    (header, row) = table_rows(out)
+    assert row[header.index("device")] == "cpu"
+    assert row[header.index("score")] == "-" and row[header.index("mean speedup (passing)")] == "-"
+    assert "no score" in out
+
+
 def test_best_picks_fastest_passing_per_workload(small_dataset, capsys):
     assert main(["report", "best", "--local", str(small_dataset)]) == 0
     rows = table_rows(capsys.readouterr().out)

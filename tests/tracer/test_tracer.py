@@ -123,13 +123,29 @@ def test_prefill_rule_dumps_cu_seqlens_as_a_blob_that_loads_back(tmp_path):
     assert cu.tolist() == [0, 3, 8]
 
 
-def test_blob_dir_outside_the_root_gets_absolute_paths(tmp_path):
+def test_blob_dir_outside_the_root_is_refused(tmp_path):
+    from fib_core.errors import ConfigError
+
     root = dataset(tmp_path)
-    tracer = Tracer(dataset_root=root, blob_dir=tmp_path / "elsewhere")
-    tracer.collect(PREFILL, prefill_args([2, 2]))
-    tracer.flush()
+    with pytest.raises(ConfigError, match="blob_dir .* is outside the dataset root"):
+        Tracer(dataset_root=root, blob_dir=tmp_path / "elsewhere")
+
+
+def test_without_a_root_blob_paths_follow_the_dataset_layout(tmp_path, monkeypatch):
+    """Records and blobs written anywhere, then moved into a dataset's own folders, load."""
+    import shutil
+
+    monkeypatch.delenv("FIB_DATASET_PATH", raising=False)
+    out = tmp_path / "captured"
+    tracer = Tracer(out_dir=out)
+    tracer.collect(PREFILL, prefill_args([3, 5]))
+    with pytest.warns(UserWarning, match="blob/workloads"):
+        assert tracer.flush()[PREFILL]["blobs"] == 1
+    root = dataset(tmp_path)
+    shutil.copytree(out / "blob", root / "blob" / "workloads", dirs_exist_ok=True)
+    shutil.copytree(out / "gdn", root / "traces" / "workloads" / "gdn", dirs_exist_ok=True)
     spec = TraceSet.from_path(root).workloads[PREFILL][0].workload.inputs["cu_seqlens"]
-    assert Path(spec.path).is_absolute() and Path(spec.path).is_file()
+    assert spec.path.startswith("blob/workloads/gdn/") and (root / spec.path).is_file()
 
 
 def test_no_output_folder_is_a_clear_error(monkeypatch):

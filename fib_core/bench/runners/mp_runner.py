@@ -8,9 +8,9 @@ worker on the first solution (and kept in the kit's reference cache on disk, so 
 solution on the same pair reuses it).
 
     >>> runner = MultiProcessRunner("cpu")                           # doctest: +SKIP
-    >>> handle = runner.run_ref(definition, workload, BenchmarkConfig(iterations=5))
-    >>> evaluation = runner.run_solution(solution, handle, cfg)      # an Evaluation
-    >>> runner.release(handle); runner.close()
+    >>> handle = runner.run_ref(definition, workload, BenchmarkConfig(iterations=5))  # doctest: +SKIP
+    >>> evaluation = runner.run_solution(solution, handle, cfg)      # doctest: +SKIP
+    >>> runner.release(handle); runner.close()                       # doctest: +SKIP
 """
 
 from __future__ import annotations

@@ -12,14 +12,13 @@ import importlib
 import importlib.util
 import itertools
 import os
-import shutil
 import sys
-import tempfile
 import traceback
 from pathlib import Path
 from typing import Any
 
 from fib_core.errors import BuildError
+from fib_core.paths import private_temp_dir, remove_private_dir
 
 from ..options import BuildOptions
 from .base import Built, entry_parts, language_of, write_sources
@@ -42,7 +41,8 @@ class PythonBuilder:
                 f"{solution.name}: entry_point file '{entry_file}' is not a .py file; a "
                 f"{language_of(solution)} solution's entry_point is like 'kernel.py::run'"
             )
-        root = Path(tempfile.mkdtemp(prefix="fib-py-"))
+        _check_triton_can_run(solution)
+        root = private_temp_dir("fib-py-")  # removed by close(), else at exit
         package = f"fib_solution_{solution.hash()[:12]}_{os.getpid()}_{next(_COUNTER)}"
         pkg_dir = root / package
         try:
@@ -52,12 +52,12 @@ class PythonBuilder:
             module = _import_entry(package, pkg_dir, entry_file, solution.name)
         except BaseException:
             _unload(package)
-            shutil.rmtree(root, ignore_errors=True)
+            remove_private_dir(root)
             raise
         fn = getattr(module, func, None)
         if not callable(fn):
             _unload(package)
-            shutil.rmtree(root, ignore_errors=True)
+            remove_private_dir(root)
             defined = sorted(n for n, v in vars(module).items()
                              if callable(v) and not n.startswith("_")
                              and getattr(v, "__module__", None) == module.__name__)
@@ -68,11 +68,28 @@ class PythonBuilder:
 
         def cleanup() -> None:
             _unload(package)
-            shutil.rmtree(root, ignore_errors=True)
+            remove_private_dir(root)
 
         meta = {"builder": self.name, "language": language_of(solution), "package": package,
                 "build_dir": str(pkg_dir), "cached": False}
         return Built(fn=fn, meta=meta, cleanup=cleanup)
+
+
+def _check_triton_can_run(solution: Any) -> None:
+    """A Triton solution built in this process on a machine without a CUDA GPU fails at its
+    first launch deep inside Triton ("0 active drivers"); say what to do now instead. Triton
+    picks its interpreter when a kernel is decorated, so the variable must be set before the
+    build imports the solution (the kit's own CPU runs set it for their workers)."""
+    if language_of(solution) != "triton" or os.environ.get("TRITON_INTERPRET", "") not in ("", "0"):
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise BuildError(
+            f"{solution.name}: a Triton solution needs a CUDA GPU, and torch sees none here; "
+            "to run it on the CPU with Triton's interpreter (slow, for correctness), set "
+            "TRITON_INTERPRET=1 in the environment before it is built"
+        )
 
 
 def _import_entry(package: str, pkg_dir: Path, entry_file: str, solution_name: str) -> Any:
