@@ -91,6 +91,12 @@ class ApplyKeyBuilder(ABC):
         except (KeyError, AttributeError, IndexError):
             for axis, inp, dim in plan:
                 value = runtime_kwargs.get(inp)
+                if inp not in runtime_kwargs:
+                    raise ApplyKeyError(
+                        f"{self.definition.name}: the call has no argument {inp!r} (it has: "
+                        f"{', '.join(runtime_kwargs) or 'none'}); name the function's "
+                        f"parameters as the definition's inputs: {', '.join(self.definition.inputs)}"
+                    ) from None
                 if value is None or len(getattr(value, "shape", ())) <= dim:
                     raise ApplyKeyError(
                         f"{self.definition.name}: var axis {axis!r} is read from dim {dim} of "

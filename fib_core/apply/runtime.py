@@ -123,8 +123,14 @@ class ApplyRuntime:
         build_options: Any = None,
         cache_dir: str | Path | None = None,
     ) -> None:
+        if config is not None and not isinstance(config, ApplyConfig):
+            raise TypeError(
+                f"apply: the config is a {type(config).__name__}; pass an ApplyConfig, e.g. "
+                "ApplyConfig(max_atol=1e-2)"
+            )
         self.config = config if config is not None else ApplyConfig()
         self.build_options = build_options
+        self._unknown: set[str] = set()  # definition names warned about
         self.cache_dir = cache_dir
         self._lock = threading.Lock()
         self._runnables: dict[str, Any] = {}
@@ -139,8 +145,13 @@ class ApplyRuntime:
 
         if trace_set_or_path is None or isinstance(trace_set_or_path, (str, Path)):
             trace_set = TraceSet.from_path(trace_set_or_path)
-        else:
+        elif isinstance(trace_set_or_path, TraceSet):
             trace_set = trace_set_or_path
+        else:
+            raise TypeError(
+                f"apply: the dataset is a {type(trace_set_or_path).__name__}; pass a TraceSet, "
+                "a dataset folder, or None ($FIB_DATASET_PATH)"
+            )
         self.trace_set = trace_set
         self.table = ApplyTable.load_or_build(trace_set, self.config, self.cache_dir)
         self._plans: dict[str, _Plan] = {}
@@ -215,6 +226,8 @@ class ApplyRuntime:
         plan = self._plans.get(def_name)
         if plan is None:
             self.stats["misses"] += 1
+            if def_name not in self.trace_set.definitions and def_name not in self._unknown:
+                self._warn_unknown(def_name)
             return MISS
         if plan.fast_routes is not None:
             axes = plan.builder._read_axes(runtime_kwargs)
@@ -230,6 +243,19 @@ class ApplyRuntime:
             return MISS
         self.stats["hits"] += 1
         return _call(plan, runnable, runtime_kwargs, axes)
+
+    def _warn_unknown(self, def_name: str) -> None:
+        """Once per name: a definition the dataset lacks is most often a typo."""
+        import difflib
+
+        self._unknown.add(def_name)
+        close = difflib.get_close_matches(def_name, list(self.trace_set.definitions), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        warnings.warn(
+            f"apply: the dataset has no definition {def_name!r}{hint}; its calls run the "
+            "original function (or the fallback)",
+            stacklevel=4,
+        )
 
     def dispatch(
         self,

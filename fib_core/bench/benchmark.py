@@ -113,6 +113,11 @@ class Benchmark(_Engine):
         back afterwards, so a later call without one never inherits this call's filters."""
         from fib_core.bench.worker import resolve_device
 
+        if config is not None and not isinstance(config, BenchmarkConfig):
+            raise TypeError(
+                f"Benchmark: the config is a {type(config).__name__}; pass a BenchmarkConfig, "
+                "e.g. BenchmarkConfig(iterations=20)"
+            )
         chosen = config if config is not None else self.config
         device = resolve_device(chosen.device)
         if self._started is not None and device != self._started:

@@ -43,10 +43,30 @@ from fib_core.bench.runner_api import RunnerFatalError as RunnerFatalError
 from fib_core.bench.trace_sink import TraceSink
 from fib_core.bench.traces import finished_pairs, is_finished, make_trace
 from fib_core.data.trace import EvaluationStatus
-from fib_core.errors import FibError
+from fib_core.errors import ConfigError, FibError
 from fib_core.paths import remove_private_dir
 
 EventFn = Callable[[Any], None]
+
+
+def check_filters(trace_set: Any, cfg: BenchmarkConfig) -> None:
+    """A name in ``cfg.definitions``/``cfg.solutions`` that ``trace_set`` lacks is most often a
+    typo: a ConfigError naming it (and the closest name), not an empty result."""
+    import difflib
+
+    known = {
+        "definitions": list(trace_set.definitions),
+        "solutions": [s.name for sols in trace_set.solutions.values() for s in sols],
+    }
+    for field, names in known.items():
+        for name in getattr(cfg, field) or ():
+            if name not in names:
+                close = difflib.get_close_matches(name, names, n=1)
+                if close:
+                    hint = f"did you mean {close[0]!r}?"
+                else:
+                    hint = f"it has {len(names)}: " + ", ".join(sorted(names)[:8]) if names else "it has none"
+                raise ConfigError(f"BenchmarkConfig.{field}: {name!r} is not in the dataset; {hint}")
 
 
 class Benchmark:
@@ -54,6 +74,15 @@ class Benchmark:
 
     def __init__(self, trace_set: Any, config: BenchmarkConfig | None = None, *,
                  on_event: EventFn | None = None) -> None:
+        if not all(hasattr(trace_set, a) for a in ("definitions", "solutions", "workloads")):
+            raise TypeError(
+                f"Benchmark: the dataset is a {type(trace_set).__name__}; pass a TraceSet, "
+                "e.g. TraceSet.from_path(\"my-dataset\")"
+            )
+        if config is not None and not isinstance(config, BenchmarkConfig):
+            raise TypeError(
+                f"Benchmark: the config is a {type(config).__name__}; pass a BenchmarkConfig"
+            )
         self.trace_set = trace_set
         self.config = config if config is not None else BenchmarkConfig()
         self.on_event = on_event
@@ -73,9 +102,11 @@ class Benchmark:
 
     def run_all(self, dump_traces: bool = True, resume: bool = False, *,
                 on_event: EventFn | None = None) -> list:
-        """Every (definition, solution, workload) in the TraceSet allowed by the config filters."""
+        """Every (definition, solution, workload) in the TraceSet allowed by the config filters
+        (a filter naming a definition or solution the dataset lacks is a ConfigError)."""
         traces: list = []
         cfg = self.config
+        check_filters(self.trace_set, cfg)
         for def_name in self.trace_set.definitions:
             if cfg.definitions is not None and def_name not in cfg.definitions:
                 continue

@@ -38,6 +38,21 @@ def test_constructor_takes_a_config_or_a_log_level(tiny_root: Path):
         Benchmark(ts, FAST, FAST)
 
 
+def test_typos_and_wrong_types_are_one_clear_error(tiny_root: Path):
+    ts = TraceSet.from_path(tiny_root)
+    bench = Benchmark(ts, FAST)
+    with pytest.raises(ConfigError, match="definitions: 'tiny_scaled_ad' is not in the dataset; "
+                                          "did you mean 'tiny_scaled_add'"):
+        bench.evaluate(BenchmarkConfig(device="cpu", definitions=["tiny_scaled_ad"]))
+    with pytest.raises(ConfigError, match="solutions: 'nope' is not in the dataset"):
+        bench.run(BenchmarkConfig(device="cpu", solutions=["nope"]))
+    with pytest.raises(TypeError, match="pass a BenchmarkConfig"):
+        bench.run("x")
+    with pytest.raises(TypeError, match="pass a TraceSet"):
+        Benchmark(None)
+    bench.close()
+
+
 @pytest.mark.slow
 def test_run_flush_and_evaluate_match_run_all(tiny_root: Path):
     ts = TraceSet.from_path(tiny_root)

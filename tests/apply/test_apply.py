@@ -203,6 +203,42 @@ def test_hook_sees_every_call_with_bound_arguments(toy_set):
     assert get_apply_hook() is not None
 
 
+@apply(DEF_NAME[:-1])  # a typo in the definition's name
+def shift_typo(x):
+    return x + 0
+
+
+def test_an_unknown_definition_is_named_once_with_the_close_one(toy_set):
+    _enable(toy_set())
+    with pytest.warns(UserWarning, match=f"no definition {DEF_NAME[:-1]!r}.*did you mean {DEF_NAME!r}"):
+        assert shift_typo(_x(1)).unique().tolist() == [0.0]  # the original runs
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        shift_typo(_x(1))  # said once
+
+
+@apply(DEF_NAME)
+def shift_renamed(y):  # the definition's input is x
+    return y + 0
+
+
+def test_a_parameter_named_unlike_the_input_is_named_with_the_fix(toy_set):
+    from fib_core.apply import ApplyKeyError
+
+    _enable(toy_set())
+    with pytest.raises(ApplyKeyError, match="the call has no argument 'x' \\(it has: y\\); name the"):
+        shift_renamed(_x(1))
+
+
+def test_wrong_argument_types_are_named():
+    with pytest.raises(TypeError, match="pass an ApplyConfig"):
+        ApplyRuntime(None, {"max_atol": 1})
+    with pytest.raises(TypeError, match="the dataset is a int"):
+        ApplyRuntime(5)
+
+
 def test_config_is_validated():
     for bad in (
         {"max_atol": -1},
