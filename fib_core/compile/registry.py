@@ -32,6 +32,14 @@ class BuilderRegistry:
 
     def build(self, defn: Any, sol: Any) -> Runnable:
         """Build ``sol`` for ``defn`` with the first builder that can; BuildError if none can."""
+        from fib_core.data import Definition, Solution
+
+        if not isinstance(defn, Definition) or not isinstance(sol, Solution):
+            raise TypeError(
+                f"build(definition, solution): got a {type(defn).__name__} and a "
+                f"{type(sol).__name__}; pass a Definition then a Solution (e.g. "
+                "ts.definitions[name], ts.get_solution(solution_name))"
+            )
         for builder in self.builders:
             if builder.can_build(sol):
                 return builder.build(defn, sol)

@@ -51,7 +51,13 @@ def to_json(obj: Any, indent: int = 2) -> str:
 
 def from_json(json_str: str, cls: type[T]) -> T:
     """Parse JSON text as ``cls`` (``ValueError``/``SchemaError`` on bad input)."""
-    return dict_to_dataclass(json.loads(json_str), cls)
+    try:
+        data = json.loads(json_str)
+    except json.JSONDecodeError as err:
+        raise ValueError(
+            f"from_json: not valid JSON ({err.msg} at line {err.lineno}, column {err.colno})"
+        ) from None
+    return dict_to_dataclass(data, cls)
 
 
 def save_json_file(obj: Any, path: str | Path) -> None:

@@ -151,6 +151,8 @@ def test_registry_builds_once_and_clear_closes(ts: TraceSet, definition: Definit
     sol = ts.get_solution("tiny_dps")
     runnable = registry.build(definition, sol)
     assert registry.build(definition, sol) is runnable
+    with pytest.raises(TypeError, match="pass a Definition then a Solution"):
+        registry.build(sol, definition)
     assert runnable.meta["builder"] == build(sol, definition).meta["builder"]
     inputs = _inputs()
     reference = registry.build_reference(definition)
