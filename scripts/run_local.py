@@ -174,6 +174,10 @@ def main() -> int:
 
     config_path, opts, definitions = parse_args()
     check_compare_file(opts)
+    if opts.debug.dump is not None:
+        from fib_core.project.debug_dump import check_dump_folder
+
+        check_dump_folder(opts.debug.dump)
     start_processes_early(opts)
     console = Console()
     if torch_bytecode_missing():

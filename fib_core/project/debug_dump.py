@@ -62,6 +62,20 @@ def largest_differences(got: Any, want: Any, k: int = TOP_DIFFERENCES) -> list[s
     return lines or ["identical"]
 
 
+def check_dump_folder(folder: Path) -> None:
+    """``--dump DIR`` read before the run: a file in its place, or a folder that cannot be
+    made, must not cost a finished benchmark."""
+    from fib_core.errors import ConfigError
+
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"--dump {folder}: is a file; pass a folder (it is made if missing)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f"--dump {folder}: cannot make the folder ({err.strerror}); pass "
+                          "another one") from None
+
+
 def write_dump(folder: Path, call: Any) -> Path:
     """Write one workload's tensors and ``diff.txt`` into ``folder`` (created)."""
     from safetensors.torch import save_file

@@ -9,6 +9,8 @@ track named after its ``op_type`` when that names none.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+
 
 def tracks() -> dict[str, tuple[str, ...]]:
     """{track: its definitions} over every registered definition."""
@@ -49,5 +51,28 @@ def track_of(name: str) -> str | None:
     return TRACK_ALIASES.get(key)
 
 
+class _Tracks(Mapping[str, tuple[str, ...]]):
+    """:func:`tracks`, read on first use rather than at import: a broken definition folder of
+    the user's (``FIB_DEFINITIONS_PATH``) then fails inside a script's error handling, as one
+    line, instead of as a traceback while the script imports."""
+
+    def __init__(self) -> None:
+        self._table: dict[str, tuple[str, ...]] | None = None
+
+    def _read(self) -> dict[str, tuple[str, ...]]:
+        if self._table is None:
+            self._table = tracks()
+        return self._table
+
+    def __getitem__(self, track: str) -> tuple[str, ...]:
+        return self._read()[track]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._read())
+
+    def __len__(self) -> int:
+        return len(self._read())
+
+
 CANONICAL_TRACKS = frozenset(TRACK_ALIASES.values())
-TRACKS: dict[str, tuple[str, ...]] = tracks()
+TRACKS: Mapping[str, tuple[str, ...]] = _Tracks()

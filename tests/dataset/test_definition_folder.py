@@ -174,6 +174,23 @@ def test_a_broken_folder_is_one_line_naming_the_file(tmp_path: Path, monkeypatch
         registry.definitions()
 
 
+@pytest.mark.parametrize("script", [["run_local.py"], ["pack_solution.py"],
+                                    ["switch_track.py", "--list"]])
+def test_a_broken_folder_stops_the_scripts_with_one_line(
+    tmp_path: Path, repo_root: Path, script: list[str]
+) -> None:
+    """Read when the script needs it, inside its error handling: no traceback at import."""
+    folder = tmp_path / "defs" / "broken"
+    folder.mkdir(parents=True)
+    (folder / "definition.json").write_text('{"name": "broken",')
+    env = dict(os.environ, PYTHONPATH=str(repo_root), **{registry.PATH_ENV: str(tmp_path / "defs")})
+    proc = subprocess.run([sys.executable, str(repo_root / "scripts" / script[0]), *script[1:]],
+                          capture_output=True, text=True, cwd=repo_root, env=env, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"error: {folder / 'definition.json'}")
+
+
 @pytest.mark.slow
 def test_run_local_runs_the_toy_on_cpu_with_a_roofline_column(
     toy_path: Path, tmp_path: Path, repo_root: Path

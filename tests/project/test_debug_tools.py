@@ -196,6 +196,14 @@ def _run_local(repo_root: Path, fork: Path, *args: str, stdin: str | None = None
                           input=stdin)
 
 
+def test_dump_onto_a_file_is_refused_before_the_run(repo_root, tmp_path):
+    (tmp_path / "taken").write_text("")
+    proc = _run_local(repo_root, tmp_path, "--config", str(repo_root / "config.toml"),
+                      "--dump", str(tmp_path / "taken"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == f"error: --dump {tmp_path / 'taken'}: is a file; pass a folder (it is made if missing)"
+
+
 @pytest.mark.slow
 def test_inline_runs_in_this_process_so_pdb_works(repo_root, tmp_path):
     text = (repo_root / "solution" / "triton" / "kernel.py").read_text()
