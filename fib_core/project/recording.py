@@ -109,7 +109,7 @@ class RunRecording:
         if self.compared_with is not None:
             c = self.compared_with
             console.print(
-                f"compared with run {c.run_id} (commit {c.git.label()}, score {c.score:.2f}x)",
+                f"compared with run {c.run_id} (commit {c.git.label()}, score {c.score_label})",
                 highlight=False,
             )
         history = load_ledger(self.ledger_file) if self.html_path is not None else []

@@ -51,12 +51,6 @@ def history_rows(records: list[LedgerRecord], definition: str | None = None) -> 
     return [HistoryRow(r.index, r.record, r.changes, r.index in best_index) for r in rows]
 
 
-def score_text(rec: LedgerRecord) -> str:
-    """A run's score as a history shows it: "3.10x", or "-" for a CPU smoke run (its reference
-    is not timed, so it has no score; a 0.00x would read as a failure)."""
-    return "-" if rec.results.is_cpu_smoke else f"{rec.score:.2f}x"
-
-
 def render_history(rows: list[HistoryRow], console: Any, source: str = "runs/ledger.jsonl") -> None:
     """Print the history table (one line per run, newest last)."""
     from rich.markup import escape
@@ -78,7 +72,7 @@ def render_history(rows: list[HistoryRow], console: Any, source: str = "runs/led
     table.add_column("changed")
     for row in rows:
         rec = row.record
-        score = score_text(rec) + (" *" if row.is_best else "")
+        score = rec.score_label + (" *" if row.is_best else "")
         cells = [str(row.index), rec.run_id]
         if several:
             cells.append(rec.definition)

@@ -199,8 +199,8 @@ def _comparison(sec: ReportSection, deltas: dict[str, Delta], key: str) -> str:
     out = [
         "<h3>Compared with a previous run</h3>",
         f'<p class="note" id="{key}-compared">previous: run {_e(prev.run_id)} (commit '
-        f"{_e(prev.git.label())}, score {prev.score:.2f}x) → this run: score "
-        f"{sec.record.score:.2f}x; "
+        f"{_e(prev.git.label())}, score {prev.score_label}) → this run: score "
+        f"{sec.record.score_label}; "
         + _e(", ".join(f"{n} {v}" for v, n in counts.items()) or "nothing to compare")
         + "</p>",
     ]
@@ -227,7 +227,7 @@ def _history(sec: ReportSection, key: str) -> str:
         runs = [*runs, sec.record]
     if len(runs) < 2:
         return '<h3>History</h3><p class="note">the first recorded run of this definition</p>'
-    from fib_core.report.history import history_rows, score_text
+    from fib_core.report.history import history_rows
 
     points = [  # a CPU smoke run has no score to plot
         (f"#{i} {r.git.label()}", r.score, r.passed == r.total and r.total > 0)
@@ -246,7 +246,7 @@ def _history(sec: ReportSection, key: str) -> str:
             + _td(r.run_id, left=True)
             + _td(r.git.label(), left=True)
             + _td((r.solution_hash or "?")[:8], left=True)
-            + _td(score_text(r) + (" (best)" if h.is_best else ""))
+            + _td(r.score_label + (" (best)" if h.is_best else ""))
             + _td(f"{r.passed}/{r.total}")
             + _td("; ".join(h.changes), left=True, wrap=True)
             + "</tr>"

@@ -130,6 +130,12 @@ class LedgerRecord:
         return summarize(self.results).score
 
     @property
+    def score_label(self) -> str:
+        """The score as reports show it: "3.10x", or "-" for a CPU smoke run (its reference is
+        not timed, so it has no score; a 0.00x would read as a failure)."""
+        return "-" if self.results.is_cpu_smoke else f"{self.score:.2f}x"
+
+    @property
     def passed(self) -> int:
         return sum(1 for r in self.results.rows if r.passed)
 
@@ -280,7 +286,13 @@ def select_run(
     if ref == "last":
         return runs[-1]
     if ref == "best":
-        return max(enumerate(runs), key=lambda item: (item[1].score, item[0]))[1]
+        scored = [r for r in runs if not r.results.is_cpu_smoke]  # a CPU run has no score
+        if not scored:
+            raise LedgerError(
+                f"{source}: no GPU run of {definition}{where} yet, so no best score (a CPU "
+                "smoke run has none); --compare last compares with the previous run"
+            )
+        return max(enumerate(scored), key=lambda item: (item[1].score, item[0]))[1]
     low = ref.lower()
     matches = [
         r for r in runs if (r.git_commit or "").lower().startswith(low) or r.run_id.startswith(ref)

@@ -149,6 +149,16 @@ def test_history_marks_best_and_compares_within_a_definition(mkrecord) -> None:
     assert rows[2].changes == ["solution 22222222→33333333"]
 
 
+def test_compare_best_never_picks_a_cpu_smoke_run(mkrecord) -> None:
+    cpu = mkrecord({1: 5.0}, solution_hash="1" * 64, device="cpu")
+    with pytest.raises(LedgerError, match="no GPU run .* yet, so no best score"):
+        select_run([cpu], "best", definition=GDN)
+    gpu = mkrecord({1: 0.01}, solution_hash="2" * 64)
+    cpu.results.rows[0].speedup = 50.0  # whatever a CPU row says, it is not a score
+    assert select_run([gpu, cpu], "best", definition=GDN) is gpu
+    assert cpu.score_label == "-" and gpu.score_label == "3.00x"
+
+
 def test_a_cpu_smoke_run_is_never_the_best_and_shows_no_score(mkrecord) -> None:
     from rich.console import Console
 
