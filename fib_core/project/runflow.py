@@ -141,6 +141,11 @@ def make_request(
     filters = opts.flags.get("workloads", cfg.benchmark.workloads)
     settings = eval_settings(cfg.solution.definition)
     if opts.contest:
+        if kind == "cpu":
+            raise ConfigError(
+                "--contest runs the organizers' GPU settings, and this run is on the CPU (a "
+                "smoke run: correctness only); drop --contest here, or run on a GPU or Modal"
+            )
         clashing = [name for name in opts.flags if BY_NAME[name].per_definition]
         if clashing:
             raise ConfigError(

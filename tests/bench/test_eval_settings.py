@@ -121,4 +121,7 @@ def test_contest_ignores_config_and_refuses_clashing_flags() -> None:
     assert (engine["warmup_runs"], engine["iterations"], engine["num_trials"]) == (1, 5, 3)
     assert engine["isolated"] is True and engine["seed"] == 7 and request.contest
     with pytest.raises(ConfigError, match="--iterations"):
-        make_request(cfg, _Solution(), RunOptions(contest=True, flags={"iterations": 9}), "cuda")
+        make_request(cfg, _Solution(), RunOptions(contest=True, flags={"seed": 7, "iterations": 9}), "cuda")
+    # on the CPU the smoke counts would replace the organizers': refused, not mislabelled
+    with pytest.raises(ConfigError, match="--contest runs the organizers' GPU settings"):
+        make_request(cfg, _Solution(), RunOptions(contest=True), "cpu")
