@@ -205,6 +205,11 @@ class _ProcessState:
         except OSError:
             changed.append("working directory")
         os.chdir(self.cwd)
+        toolchain = sys.modules.get("fib_core.compile.toolchain")  # a CUDA build ran here
+        if toolchain is not None:
+            for key, value in toolchain.variables_set_here().items():
+                if os.environ.get(key) == value:
+                    self.env[key] = value  # the kit's export for its build back ends
         now = dict(os.environ)
         if now != self.env:
             names = sorted(k for k in now.keys() | self.env.keys() if now.get(k) != self.env.get(k))

@@ -25,6 +25,17 @@ _INSTALL_HINT = (
 )
 
 
+# Variables this process's kit code exported (CUDA_HOME for the back ends), with their values.
+_SET_HERE: dict[str, str] = {}
+
+
+def variables_set_here() -> dict[str, str]:
+    """Environment variables the kit itself set in this process, and their values: a worker's
+    check of what a solution changed takes these as the kit's (a CUDA build exports CUDA_HOME),
+    and a solution that sets them to anything else is still seen."""
+    return dict(_SET_HERE)
+
+
 def _is_cuda_home(path: Path) -> bool:
     return (path / "bin" / "nvcc").is_file() and (path / "include" / "cuda_runtime.h").is_file()
 
@@ -58,7 +69,8 @@ def find_cuda_home() -> Path:
         )
     for cand in _candidates():
         if _is_cuda_home(cand):
-            os.environ.setdefault("CUDA_HOME", str(cand))
+            if "CUDA_HOME" not in os.environ:
+                os.environ["CUDA_HOME"] = _SET_HERE["CUDA_HOME"] = str(cand)
             return cand
     raise BuildError(f"nvcc not found (looked at CUDA_HOME, PATH, /usr/local/cuda*): {_INSTALL_HINT}")
 

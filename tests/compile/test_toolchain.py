@@ -43,6 +43,21 @@ def test_nvcc_behind_a_link_resolves_to_the_real_toolkit(tmp_path: Path, clean_e
     assert toolchain.nvcc_version(kit) == "13.0"
 
 
+def test_the_kits_cuda_home_export_is_not_blamed_on_the_solution(tmp_path: Path, clean_env) -> None:
+    """A worker's check of what a solution changed takes the kit's export as the kit's."""
+    from fib_core.bench.worker import _ProcessState
+
+    kit = fake_toolkit(tmp_path / "cuda", "12.8")
+    clean_env.setenv("PATH", f"{kit / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    state = _ProcessState()  # the baseline, taken before the first task's build
+    toolchain.find_cuda_home()
+    assert toolchain.variables_set_here() == {"CUDA_HOME": str(kit)}
+    assert state.restore() == [] and os.environ["CUDA_HOME"] == str(kit)
+    os.environ["CUDA_HOME"] = str(tmp_path)  # a solution pointing it elsewhere is still seen
+    assert state.restore() == ["environment variables (CUDA_HOME)"]
+    assert os.environ["CUDA_HOME"] == str(kit)
+
+
 def test_explicit_cuda_home_wins(tmp_path: Path, clean_env) -> None:
     kit = fake_toolkit(tmp_path / "kit", "12.8")
     clean_env.setenv("CUDA_HOME", str(kit))
