@@ -153,10 +153,12 @@ class RunRecording:
 
 def run_config(request: Any) -> dict[str, Any]:
     """The settings of a run request that decide what was measured."""
+    from fib_core.project.runflow import uses_quick_subset
+
     return {
         "engine": dict(request.engine),
         "filters": list(request.filters) if request.filters else None,
-        "quick": bool(request.quick),
+        "quick": uses_quick_subset(request, request.device),
         "build": dict(request.build),
         "device": request.device,
         "cross_check": bool(getattr(request, "cross_check", False)),

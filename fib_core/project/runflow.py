@@ -199,8 +199,14 @@ def shard_of(items: list, index: int, count: int) -> list:
     return items[index::count]
 
 
+def uses_quick_subset(request: RunRequest, device: str | None) -> bool:
+    """The quick subset: asked for (``--quick``), or a CPU run whose workloads nobody named
+    (the CPU smoke run's default; workloads named by ``--workloads`` or config.toml still win)."""
+    return request.quick or (device == "cpu" and not request.filters)
+
+
 def select_for(request: RunRequest, trace_set: Any, device: str) -> list[Trace]:
-    """The request's workloads, in dataset order (a CPU run keeps only the quick subset)."""
+    """The request's workloads, in dataset order (see :func:`uses_quick_subset`)."""
     from fib_core.dataset.roofline import workload_cost
 
     workloads = trace_set.workloads.get(request.definition, [])
@@ -216,7 +222,7 @@ def select_for(request: RunRequest, trace_set: Any, device: str) -> list[Trace]:
     except KeyError:  # no cost model for this definition: selection's own size proxy
         cost = None  # type: ignore[assignment]
     return select_workloads(
-        workloads, request.filters, quick=request.quick or device == "cpu", cost=cost
+        workloads, request.filters, quick=uses_quick_subset(request, device), cost=cost
     )
 
 
@@ -263,7 +269,7 @@ def execute(
         device=device,
         gpu_name=gpu,
         total_workloads=len(trace_set.workloads.get(request.definition, [])),
-        quick=request.quick or device == "cpu",
+        quick=uses_quick_subset(request, device),
         author=solution.author,
     )
     if request.cross_check:

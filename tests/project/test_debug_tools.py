@@ -228,7 +228,7 @@ def test_dump_writes_a_failed_workloads_tensors(repo_root, tmp_path):
              "    _real_run(q, k, v, state, A_log, a, dt_bias, b, scale, output, new_state)\n"
              "    output[0, 0, 0, 0] += 100.0\n")
     fork = _fork(repo_root, tmp_path, text)
-    proc = _run_local(repo_root, fork, "--workloads", "batch_size=1", "--dump", "dump",
+    proc = _run_local(repo_root, fork, "--workloads", "acfd1138", "--dump", "dump",
                       "--no-ledger")
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     folders = list((fork / "dump").iterdir())

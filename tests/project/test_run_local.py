@@ -71,7 +71,7 @@ def test_compare_with_a_previous_run(repo_root: Path, first_run, tmp_path: Path)
             row["spread"][key] *= 1000
     slower_before = tmp_path / "previous.json"
     slower_before.write_text(json.dumps(previous))
-    proc = run_local(repo_root, "--compare", str(slower_before), "--workloads", "batch_size=1",
+    proc = run_local(repo_root, "--compare", str(slower_before), "--workloads", "acfd1138",
                      "--wide")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = [line for line in proc.stdout.splitlines() if "Compared with previous:" in line]
@@ -96,7 +96,7 @@ def test_failing_kernel_gives_reason_and_exit_1(repo_root: Path, tmp_path: Path)
     text += "    _real_run(q, k, v, state, A_log, a, dt_bias, b, scale, scratch, new_state)\n"
     (fork / "solution" / "triton" / "kernel.py").write_text(text)
     (fork / "config.toml").write_text((repo_root / "config.toml").read_text())
-    proc = run_local(repo_root, "--config", str(fork / "config.toml"), "--workloads", "batch_size=1")
+    proc = run_local(repo_root, "--config", str(fork / "config.toml"), "--workloads", "acfd1138")
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "INCORRECT_NUMERICAL" in proc.stdout
     assert "Passed: 0/1" in proc.stdout
