@@ -263,7 +263,8 @@ def run_definition(
     if opts.profile_harness:
         from fib_core.bench.phases import format_breakdown, harness_breakdown
 
-        console.print(format_breakdown(harness_breakdown(traces), wall_s=wall), markup=False)
+        console.print(format_breakdown(harness_breakdown(traces), wall_s=wall, device=device),
+                      markup=False)
     return code
 
 

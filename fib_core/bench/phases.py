@@ -76,8 +76,12 @@ def harness_breakdown(traces: Iterable[Any]) -> dict[str, float]:
     return totals
 
 
-def format_breakdown(totals: dict[str, float], wall_s: float | None = None) -> str:
-    """A small text table of :func:`harness_breakdown`'s totals (and the run's wall time)."""
+def format_breakdown(
+    totals: dict[str, float], wall_s: float | None = None, device: str = "cuda"
+) -> str:
+    """A small text table of :func:`harness_breakdown`'s totals (and the run's wall time).
+    On the CPU (``device="cpu"``) the timed calls are wall-clock calls of the interpreter, so
+    they are named as such and no harness share is worked out from them."""
     lines = [f"harness breakdown over {int(totals.get('workloads', 0))} workload(s):"]
     base = wall_s if wall_s else totals.get("worker_total", 0.0)
     for name, seconds in totals.items():
@@ -87,15 +91,16 @@ def format_breakdown(totals: dict[str, float], wall_s: float | None = None) -> s
         lines.append(f"  {name:<18} {seconds:9.2f} s {share}")
     lines.append(f"  {'worker total':<18} {totals.get('worker_total', 0.0):9.2f} s")
     gpu = totals.get("gpu_solution_s", 0.0)
-    lines.append(f"  {'GPU (timed calls)':<18} {gpu:9.3f} s  (solution latency x calls made)")
+    cpu = device == "cpu"
+    label = "timed calls (CPU)" if cpu else "GPU (timed calls)"
+    lines.append(f"  {label:<18} {gpu:9.3f} s  (solution latency x calls made"
+                 + (", wall-clock on the CPU)" if cpu else ")"))
     if wall_s:
         outside = wall_s - totals.get("worker_total", 0.0)
         lines.append(
             f"  {'outside the worker':<18} {outside:9.2f} s  (start-up, imports, dataset, "
             "traces; with several GPUs the workers overlap)"
         )
-        lines.append(
-            f"  {'run wall time':<18} {wall_s:9.2f} s; harness share "
-            f"{100 * (1 - gpu / wall_s) if wall_s else 0:.1f} %"
-        )
+        share = "" if cpu else f"; harness share {100 * (1 - gpu / wall_s):.1f} %"
+        lines.append(f"  {'run wall time':<18} {wall_s:9.2f} s{share}")
     return "\n".join(lines)

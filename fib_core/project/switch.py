@@ -125,8 +125,8 @@ def switch_track(
     if holds_work(target, root, language):
         if not force:
             raise ConfigError(
-                f"{target} holds your own work; refusing to overwrite it. Commit or move it, "
-                "or pass --force (the old folder is then kept as a backup)"
+                f"{target} holds your own work; refusing to overwrite it. Move the folder "
+                f"elsewhere, or pass --force (it is then kept as {target.name}.backup-<time>)"
             )
         backup = target.with_name(f"{language}.backup-{time.strftime('%Y%m%d-%H%M%S')}")
         target.rename(backup)

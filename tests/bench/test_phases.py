@@ -42,6 +42,9 @@ def test_breakdown_sums_phases_and_counts_the_gpus_timed_calls() -> None:
     assert totals["gpu_solution_s"] == pytest.approx(0.08)
     text = format_breakdown(totals, wall_s=8.0)
     assert "reference" in text and "harness share 99.0 %" in text
+    cpu = format_breakdown(totals, wall_s=8.0, device="cpu")  # interpreter calls, no GPU
+    assert "GPU" not in cpu.replace("several GPUs", "") and "harness share" not in cpu
+    assert "timed calls (CPU)" in cpu and "wall-clock on the CPU" in cpu
 
 
 def test_breakdown_reads_trace_objects_and_their_flattened_dicts() -> None:
