@@ -156,10 +156,16 @@ class Benchmark:
         self._unlock_resume()
         return traces
 
-    def close(self) -> None:
-        """Stop the worker and remove its logs."""
+    def close(self, *, kill: bool = False) -> None:
+        """Stop the worker and the judge and remove their logs. ``kill``: at once (after
+        Ctrl-C, when a busy worker would not answer), instead of asking them to exit."""
         self._unlock_resume()
-        close_all([self._worker, self._judge])
+        if kill:
+            for handle in (self._worker, self._judge):
+                if handle is not None:
+                    handle.kill()
+        else:
+            close_all([self._worker, self._judge])
         self._worker = self._judge = None
         self._drop_spare()
         remove_private_dir(self._log_dir)
@@ -167,8 +173,8 @@ class Benchmark:
     def __enter__(self) -> Benchmark:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        self.close(kill=exc_type is not None and issubclass(exc_type, KeyboardInterrupt))
 
     def __del__(self) -> None:  # a forgotten close() must not leave a worker behind
         try:

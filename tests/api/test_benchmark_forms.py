@@ -150,3 +150,28 @@ def test_the_organizers_script_runs_unchanged(tiny_root: Path):
     body = script.read_text().split("# --- the organizers' way", 1)[1]
     for kit_only in (r"\brun_all\(", r"\bload_json\(", r"\.var_axes\b", r"\.run\(inputs"):
         assert re.search(kit_only, body) is None, kit_only
+
+
+def test_ctrl_c_kills_the_workers_instead_of_asking_them_to_exit(tiny_root: Path):
+    """A busy worker ignores SIGINT and would not answer a request to close: after Ctrl-C the
+    Benchmark kills at once rather than waiting out the polite close's deadline."""
+
+    class Handle:
+        proc = object()
+
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+
+        def _ask_to_close(self) -> bool:
+            self.calls.append("ask")
+            return False
+
+        def kill(self) -> None:
+            self.calls.append("kill")
+
+    for exc, expected in ((KeyboardInterrupt, ["kill"]), (None, ["ask", "kill"])):
+        bench = Benchmark(TraceSet.from_path(tiny_root), FAST)
+        bench._worker, bench._judge = Handle(), Handle()
+        worker, judge = bench._worker, bench._judge
+        bench.__exit__(exc, None, None)
+        assert worker.calls == expected and judge.calls == expected
