@@ -15,6 +15,7 @@ Example::
 from __future__ import annotations
 
 import difflib
+import re
 import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, make_dataclass
@@ -24,6 +25,8 @@ from typing import Any
 from fib_core.bench.settings import SETTINGS
 from fib_core.errors import ConfigError
 from fib_core.project.tracks import TRACKS, track_of
+
+_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")  # a solution name: also a file name
 
 LANGUAGES = ("triton", "cuda", "python")
 _TYPE_WORDS = {str: "string", int: "whole number", float: "number", bool: "boolean", list: "list"}
@@ -48,7 +51,9 @@ class Key:
 
 SCHEMA: dict[str, dict[str, Key]] = {
     "solution": {
-        "name": Key((str,), None, "unique name of your solution (letters, digits, - _ .)", True),
+        "name": Key((str,), None, "unique name of your solution (letters, digits, - _ .)", True,
+                    check=lambda v: None if _NAME.fullmatch(v) else
+                    "letters, digits, '-', '_' and '.', not starting with '.'"),
         "definition": Key(
             (str,),
             None,

@@ -86,6 +86,15 @@ def test_wrong_type_and_choice(tmp_path: Path) -> None:
     assert "warmup = True must be a whole number" in msg
 
 
+@pytest.mark.parametrize("name", ["../../evil", "my team", ".hidden", ""])
+def test_solution_name_is_one_file_name(tmp_path: Path, name: str) -> None:
+    import re
+
+    text = re.sub(r'(?m)^name = ".*"$', f'name = "{name}"', GOOD, count=1)
+    msg = error_of(tmp_path, text)
+    assert f"[solution] name = {name!r} must be letters, digits" in msg
+
+
 def test_missing_required_key(tmp_path: Path) -> None:
     msg = error_of(tmp_path, GOOD.replace('author = "team"\n', ""))
     assert "[solution] is missing 'author'" in msg
