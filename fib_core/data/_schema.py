@@ -81,7 +81,7 @@ def require(d: dict, key: str, field: str) -> Any:
     try:
         return d[key]
     except KeyError:
-        raise SchemaError(f"the required key {key!r}", field=field or None) from None
+        raise SchemaError(f"missing the required key {key!r}", field=field or None) from None
 
 
 def check_str(value: Any, field: str, *, non_empty: bool = True) -> str:
@@ -281,6 +281,6 @@ class Record:
                 parse = cls.PARSE.get(key)
                 kwargs[key] = d[key] if parse is None else parse(d[key])
             elif required:
-                raise SchemaError(f"the required key {key!r}")
+                raise SchemaError(f"missing the required key {key!r}")
         kwargs[cls.UNKNOWN] = unknown_keys(d, known)
         return cls(**kwargs, _keys=key_order(d))

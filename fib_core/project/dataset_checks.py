@@ -64,7 +64,7 @@ def check_blobs(trace_set: Any, definition: str, workloads: Iterable[Any]) -> No
 def name_dataset_variable(err: FibError) -> FibError:
     """``err`` with ``$FIB_DATASET_PATH`` named in front when that variable chose the folder."""
     value = os.environ.get(DATASET_ENV)
-    if not value or DATASET_ENV in str(err):
+    if not value or str(err).startswith(f"{DATASET_ENV}="):  # (a hint may name it too)
         return err
     return DatasetCheckError(
         f"{DATASET_ENV}={value}: {err}; point {DATASET_ENV} at the dataset root (the folder "

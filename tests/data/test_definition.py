@@ -124,7 +124,7 @@ def test_shape_naming_unknown_axis(build):
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [
-        (lambda r: r.pop("op_type"), "the required key 'op_type'"),
+        (lambda r: r.pop("op_type"), "missing the required key 'op_type'"),
         (lambda r: r["axes"]["hidden"].update(value=-1), "axes.hidden.value: found -1"),
         (lambda r: r["axes"]["hidden"].update(value=True), "axes.hidden.value: found True"),
         (lambda r: r["axes"]["pages"].update(type="dynamic"), "axes.pages.type: found 'dynamic'"),

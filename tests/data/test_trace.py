@@ -41,12 +41,12 @@ def test_workload_inputs_and_tags(build):
     ("mutate", "expected"),
     [
         (lambda r: r["inputs"]["x"].update(type="zeros"), "inputs.x.type: found 'zeros'"),
-        (lambda r: r["inputs"]["scale"].pop("value"), "inputs.scale: the required key 'value'"),
+        (lambda r: r["inputs"]["scale"].pop("value"), "inputs.scale: missing the required key 'value'"),
         (lambda r: r["inputs"]["scale"].update(value="0.5"), "inputs.scale.value: found '0.5'"),
         (lambda r: r["inputs"]["table"].update(path=""), "inputs.table.path: found ''"),
         (lambda r: r["axes"].update(tokens=-3), "axes.tokens: found -3, expected an integer >= 0"),
         (lambda r: r["axes"].update(tokens=2.5), "axes.tokens: found 2.5, expected an integer"),
-        (lambda r: r.pop("uuid"), "the required key 'uuid'"),
+        (lambda r: r.pop("uuid"), "missing the required key 'uuid'"),
     ],
 )
 def test_malformed_workloads(build, mutate, expected):

@@ -58,6 +58,10 @@ def test_empty_dataset_folder_names_the_variable(tmp_path: Path, repo_root: Path
     text = str(err.value)
     assert text.startswith(f"FIB_DATASET_PATH={empty}: ") and "unset it" in text
     assert "\n" not in text
+    missing = tmp_path / "missing"  # the loader's own hint names the variable too
+    monkeypatch.setenv("FIB_DATASET_PATH", str(missing))
+    with pytest.raises(DatasetCheckError, match=f"^FIB_DATASET_PATH={missing}: .*unset it"):
+        open_workspace(tmp_path / "config.toml")
 
 
 def _shard(device: str, quick: bool, total: int, traces: list) -> ShardResult:
