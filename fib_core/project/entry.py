@@ -11,6 +11,7 @@ Example::
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
@@ -21,8 +22,24 @@ EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
 
 
+def _kit_warning_as_one_line(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001, ANN202
+    """The kit's own warnings as ``warning: <message>`` (its message names the file and what
+    to do); not Python's default form with the kit's source line under it."""
+    import fib_core
+
+    if str(filename).startswith(str(Path(fib_core.__file__).parent)):
+        print(f"warning: {message}", file=file or sys.stderr)
+    else:
+        _default_showwarning(message, category, filename, lineno, file, line)
+
+
+_default_showwarning = warnings.showwarning
+
+
 def run_script(main: Callable[[], int | None]) -> NoReturn:
-    """Call ``main``; a :class:`FibError` prints ``error: <message>`` and exits with 2."""
+    """Call ``main``; a :class:`FibError` prints ``error: <message>`` and exits with 2, and
+    the kit's warnings print as one ``warning: ...`` line each."""
+    warnings.showwarning = _kit_warning_as_one_line
     try:
         code = main() or 0
     except FibError as err:

@@ -62,6 +62,25 @@ def test_a_crash_cut_record_is_skipped_and_later_appends_survive(tmp_path: Path,
     assert any(issubclass(w.category, TruncatedRecordWarning) for w in caught)
 
 
+def test_the_scripts_print_the_skipped_record_as_one_line(tmp_path: Path, mkrecord) -> None:
+    import os
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    ledger = tmp_path / "runs" / "ledger.jsonl"
+    ledger.parent.mkdir()
+    append_record(ledger, mkrecord({1: 0.01}))
+    with ledger.open("a", encoding="utf-8") as fh:
+        fh.write('{"format": "fib_core.ledger", "version": 1, "run_id": "cut')
+    proc = subprocess.run([sys.executable, str(repo / "scripts" / "history.py")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=str(repo)))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "warning: runs/ledger.jsonl:2: skipped an incomplete record (an interrupted write?)"
+    ]
+
+
 def test_a_foreign_line_is_an_error_naming_file_and_line(tmp_path: Path, mkrecord) -> None:
     path = tmp_path / "ledger.jsonl"
     append_record(path, mkrecord({1: 0.01}))
