@@ -33,6 +33,8 @@ def atomic_write(path: Path, write: Callable[[Path], Any], *, mode: int | None =
     is removed and the error raised, and ``path`` keeps its old content.
     """
     path = Path(path)
+    if path.is_dir():  # say so before the rename would name the temp file instead
+        raise IsADirectoryError(f"{path}: is a folder; pass the path of a file to write")
     path.parent.mkdir(parents=True, exist_ok=True)
     if mode is None:
         try:

@@ -42,3 +42,10 @@ def test_modes_new_kept_or_given(tmp_path):
     key = tmp_path / "key"
     atomic_write_bytes(key, b"secret", mode=0o600)
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
+
+
+def test_a_folder_in_the_files_place_is_named(tmp_path) -> None:
+    (tmp_path / "out.json").mkdir()
+    with pytest.raises(IsADirectoryError, match=r"out\.json: is a folder; pass the path of a file"):
+        atomic_write_text(tmp_path / "out.json", "{}")
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]  # no temp file left
