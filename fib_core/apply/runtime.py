@@ -227,7 +227,7 @@ class ApplyRuntime:
         if plan is None:
             self.stats["misses"] += 1
             if def_name not in self.trace_set.definitions and def_name not in self._unknown:
-                self._warn_unknown(def_name)
+                self._warn_unknown(def_name)  # (a known definition the dataset lacks is fine)
             return MISS
         if plan.fast_routes is not None:
             axes = plan.builder._read_axes(runtime_kwargs)
@@ -245,14 +245,21 @@ class ApplyRuntime:
         return _call(plan, runnable, runtime_kwargs, axes)
 
     def _warn_unknown(self, def_name: str) -> None:
-        """Once per name: a definition the dataset lacks is most often a typo."""
+        """Once per name: a name neither the dataset nor the kit's definitions know is most
+        often a typo (a model calling a known definition the dataset has no traces for is not)."""
         import difflib
 
+        from fib_core.dataset import registry
+
         self._unknown.add(def_name)
-        close = difflib.get_close_matches(def_name, list(self.trace_set.definitions), n=1)
+        known = registry.definitions()
+        if def_name in known:
+            return
+        names = sorted({*self.trace_set.definitions, *known})
+        close = difflib.get_close_matches(def_name, names, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         warnings.warn(
-            f"apply: the dataset has no definition {def_name!r}{hint}; its calls run the "
+            f"apply: no definition is named {def_name!r}{hint}; its calls run the "
             "original function (or the fallback)",
             stacklevel=4,
         )

@@ -210,13 +210,19 @@ def shift_typo(x):
 
 def test_an_unknown_definition_is_named_once_with_the_close_one(toy_set):
     _enable(toy_set())
-    with pytest.warns(UserWarning, match=f"no definition {DEF_NAME[:-1]!r}.*did you mean {DEF_NAME!r}"):
+    with pytest.warns(UserWarning, match=f"no definition is named {DEF_NAME[:-1]!r}.*did you mean {DEF_NAME!r}"):
         assert shift_typo(_x(1)).unique().tolist() == [0.0]  # the original runs
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         shift_typo(_x(1))  # said once
+        assert known_elsewhere(_x(1)).unique().tolist() == [0.0]  # a real definition: no word
+
+
+@apply("gdn_prefill_qk4_v8_d128_k_last")  # a kit definition this dataset has no traces for
+def known_elsewhere(x):
+    return x + 0
 
 
 @apply(DEF_NAME)
