@@ -60,6 +60,13 @@ def collect_sources(source_dir: Path) -> list[tuple[str, str]]:
         rel = path.relative_to(source_dir)
         if any(part in EXCLUDED_DIRS or part.startswith(".") for part in rel.parts[:-1]):
             continue
+        if path.is_symlink() and path.is_dir() and not rel.name.startswith("."):
+            target = link_escape(path, source_dir)
+            if target is not None:  # its files would be left out without a word
+                raise ConfigError(
+                    f"{path}: a symbolic link to the folder {target}, outside {source_dir}; a "
+                    "solution packs only its own files (copy the folder in or remove the link)"
+                )
         if not path.is_file() or rel.name.startswith("."):
             continue
         if any(fnmatch.fnmatch(rel.name, pat) for pat in EXCLUDED_FILES):

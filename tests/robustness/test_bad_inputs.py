@@ -109,6 +109,13 @@ def test_pack_symlink_pointing_outside_the_solution_folder(tmp_path):
     (folder / "helper.py").unlink()
     (folder / "same.py").symlink_to(folder / "kernel.py")
     assert [p for p, _ in collect_sources(folder)] == ["kernel.py", "same.py"]
+    # A linked folder outside: its files would be left out without a word.
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "util.py").write_text("X = 1\n")
+    (folder / "lib").symlink_to(lib)
+    with pytest.raises(ConfigError, match=r"lib: a symbolic link to the folder .*lib, outside"):
+        collect_sources(folder)
 
 
 def test_report_merge_symlinked_blob(tmp_path, make_dataset):
