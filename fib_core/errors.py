@@ -18,6 +18,11 @@ class FibError(Exception):
     """Base class of user-facing errors: ``str(err)`` is a complete, single-line message."""
 
 
+class FibWarning(UserWarning):
+    """Base class of the kit's warnings: the message is complete on one line (the scripts
+    print it as ``warning: <message>``)."""
+
+
 class SchemaError(FibError, ValueError):
     """A file or object does not follow the FlashInfer-Trace schema.
 

@@ -41,14 +41,16 @@ def cache_dir() -> Path:
 
 
 _OWNED: dict[str, int] = {}  # folder -> the pid that made it (a forked child removes none)
+_AT_EXIT: list[bool] = []  # the exit hook is registered (once per process)
 
 
 def private_temp_dir(prefix: str) -> Path:
     """A fresh folder in the system's temporary folder, removed at this process's exit unless
     :func:`remove_private_dir` removed it first."""
     path = tempfile.mkdtemp(prefix=prefix)
-    if not _OWNED:
+    if not _AT_EXIT:
         atexit.register(_remove_owned)
+        _AT_EXIT.append(True)
     _OWNED[path] = os.getpid()
     return Path(path)
 

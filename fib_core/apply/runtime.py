@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from fib_core.errors import FibError
+from fib_core.errors import FibError, FibWarning
 
 from .config import ApplyConfig
 from .key import ApplyKeyBuilder, ApplyKeyError, ApplyKeyFactory, AxesOnlyKeyBuilder
@@ -213,7 +213,7 @@ class ApplyRuntime:
                 runnable = build(solution, definition, self.build_options)
             except FibError as err:
                 self._failed[name] = str(err)
-                warnings.warn(f"apply: solution {name!r} not used: {err}", stacklevel=3)
+                warnings.warn(f"apply: solution {name!r} not used: {err}", stacklevel=3, category=FibWarning)
                 return None
             self.stats["builds"] += 1
             self._runnables[name] = runnable
@@ -252,7 +252,10 @@ class ApplyRuntime:
         from fib_core.dataset import registry
 
         self._unknown.add(def_name)
-        known = registry.definitions()
+        try:
+            known = registry.definitions()
+        except FibError:  # a broken definition folder: the scripts say so elsewhere
+            known = []
         if def_name in known:
             return
         names = sorted({*self.trace_set.definitions, *known})
@@ -262,6 +265,7 @@ class ApplyRuntime:
             f"apply: no definition is named {def_name!r}{hint}; its calls run the "
             "original function (or the fallback)",
             stacklevel=4,
+            category=FibWarning,
         )
 
     def dispatch(

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from fib_core.atomic import atomic_write_text
+from fib_core.errors import FibWarning
 from fib_core.paths import cache_dir as default_cache_dir
 
 from .config import ApplyConfig
@@ -97,12 +98,12 @@ class ApplyTable:
                     table.from_cache = True
                     return table
             except (ValueError, KeyError, TypeError, OSError) as err:
-                warnings.warn(f"{path}: unreadable apply table ({err}); rebuilding", stacklevel=2)
+                warnings.warn(f"{path}: unreadable apply table ({err}); rebuilding", stacklevel=2, category=FibWarning)
         table = cls.build(trace_set, config)
         try:
             atomic_write_text(path, json.dumps(table.to_dict(), sort_keys=True) + "\n")
         except OSError as err:  # a read-only cache costs the next start a rebuild, nothing more
-            warnings.warn(f"{path}: cannot save the apply table ({err})", stacklevel=2)
+            warnings.warn(f"{path}: cannot save the apply table ({err})", stacklevel=2, category=FibWarning)
         return table
 
     # --- lookups --------------------------------------------------------------------------

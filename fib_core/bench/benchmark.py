@@ -119,6 +119,8 @@ class Benchmark(_Engine):
                 "e.g. BenchmarkConfig(iterations=20)"
             )
         chosen = config if config is not None else self.config
+        if self._started is None and hasattr(self, "_kind"):  # run_all/run_solution came first
+            self._started = resolve_device(self.config.device)
         device = resolve_device(chosen.device)
         if self._started is not None and device != self._started:
             raise ConfigError(

@@ -132,6 +132,7 @@ class Benchmark:
         its definition's, filtered by the config). ``progress`` is an alias of ``on_event``.
         With ``dump_traces`` each trace is appended to the dataset as soon as it exists."""
         callback = on_event or progress or self.on_event
+        self._device_kind()  # fixed from the first run on: its workers live on that device
         definition = self._definition(solution)
         items = self._workloads(definition.name, workloads)
         if resume and dump_traces and self.trace_set.root is not None:
@@ -344,8 +345,9 @@ class Benchmark:
                     judge = self._acquire_judge(early=False)
                     self._judge_booting = False
                     judge.wait_ready(timeout=max(120.0, self.config.timeout_seconds))
-        except WorkerDied as err:
-            raise FibError(str(err).splitlines()[0] + f" (worker log: {self._log_dir})") from None
+        except WorkerDied as err:  # its log goes with the run's folder: quote its end instead
+            lines = str(err).splitlines()
+            raise FibError("\n".join(lines[:1] + lines[1:][-12:])) from None
         if self.config.isolated and more:
             self._launch_spare(solution.hash())
         from fib_core.bench.judge import expected_output_bytes

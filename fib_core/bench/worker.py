@@ -24,6 +24,7 @@ import threading
 import traceback
 import types
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from fib_core.data.trace import EvaluationStatus
@@ -206,10 +207,12 @@ class _ProcessState:
             changed.append("working directory")
         os.chdir(self.cwd)
         toolchain = sys.modules.get("fib_core.compile.toolchain")  # a CUDA build ran here
-        if toolchain is not None:
-            for key, value in toolchain.variables_set_here().items():
-                if os.environ.get(key) == value:
-                    self.env[key] = value  # the kit's export for its build back ends
+        if toolchain is not None:  # the kit's CUDA_HOME export for its build back ends; only
+            # that name, and only a real toolkit folder (solution code shares this process)
+            value = toolchain.variables_set_here().get("CUDA_HOME")
+            if value is not None and os.environ.get("CUDA_HOME") == value and \
+                    toolchain.is_cuda_home(Path(value)):
+                self.env["CUDA_HOME"] = value
         now = dict(os.environ)
         if now != self.env:
             names = sorted(k for k in now.keys() | self.env.keys() if now.get(k) != self.env.get(k))

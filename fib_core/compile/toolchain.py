@@ -36,7 +36,8 @@ def variables_set_here() -> dict[str, str]:
     return dict(_SET_HERE)
 
 
-def _is_cuda_home(path: Path) -> bool:
+def is_cuda_home(path: Path) -> bool:
+    """A CUDA toolkit folder: bin/nvcc and include/cuda_runtime.h."""
     return (path / "bin" / "nvcc").is_file() and (path / "include" / "cuda_runtime.h").is_file()
 
 
@@ -62,13 +63,13 @@ def find_cuda_home() -> Path:
     the contestant set it on purpose and should learn it points nowhere useful.
     """
     explicit = os.environ.get("CUDA_HOME")
-    if explicit and not _is_cuda_home(Path(explicit)):
+    if explicit and not is_cuda_home(Path(explicit)):
         raise BuildError(
             f"CUDA_HOME={explicit} has no bin/nvcc and include/cuda_runtime.h; point it at the "
             "CUDA toolkit folder (the one holding bin/nvcc) or unset it"
         )
     for cand in _candidates():
-        if _is_cuda_home(cand):
+        if is_cuda_home(cand):
             if "CUDA_HOME" not in os.environ:
                 os.environ["CUDA_HOME"] = _SET_HERE["CUDA_HOME"] = str(cand)
             return cand

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from fib_core.atomic import atomic_write_text
-from fib_core.errors import LFS_POINTER_PREFIX, LfsPointerError, SchemaError
+from fib_core.errors import LFS_POINTER_PREFIX, FibWarning, LfsPointerError, SchemaError
 
 from ._schema import write_float
 
@@ -25,7 +25,7 @@ T = TypeVar("T")
 _LFS_TEXT = LFS_POINTER_PREFIX.decode("ascii")
 
 
-class TruncatedRecordWarning(UserWarning):
+class TruncatedRecordWarning(FibWarning):
     """A JSONL line that stops mid-record (an interrupted write) was skipped."""
 
 

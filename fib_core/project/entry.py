@@ -16,18 +16,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
-from fib_core.errors import FibError
+from fib_core.errors import FibError, FibWarning
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
 
 
 def _kit_warning_as_one_line(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001, ANN202
-    """The kit's own warnings as ``warning: <message>`` (its message names the file and what
-    to do); not Python's default form with the kit's source line under it."""
-    import fib_core
-
-    if str(filename).startswith(str(Path(fib_core.__file__).parent)):
+    """The kit's own warnings (:class:`FibWarning`) as ``warning: <message>`` (its message
+    names the file and what to do); others in Python's default form."""
+    if issubclass(category, FibWarning):
         print(f"warning: {message}", file=file or sys.stderr)
     else:
         _default_showwarning(message, category, filename, lineno, file, line)

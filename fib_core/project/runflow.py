@@ -144,7 +144,7 @@ def make_request(
         if kind == "cpu":
             raise ConfigError(
                 "--contest runs the organizers' GPU settings, and this run is on the CPU (a "
-                "smoke run: correctness only); drop --contest here, or run on a GPU or Modal"
+                "smoke run: correctness only); drop --contest here, or run it on a GPU machine"
             )
         clashing = [name for name in opts.flags if BY_NAME[name].per_definition]
         if clashing:

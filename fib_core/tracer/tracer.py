@@ -7,8 +7,9 @@ and appends one workload record per representative to
 ``safetensors`` inputs, scalars as ``scalar``, everything else ``random``), with blobs under
 ``<blob_dir>/<op_type>/<definition>/``. Blob paths are always relative, as the format wants:
 to the dataset root (``blob_dir`` must then lie inside it), so the folder loads with
-``TraceSet.from_path`` and runs with ``run_local.py --workloads``. With no dataset root known
-(``out_dir`` not ``<root>/traces/workloads``, no ``dataset_root``, no ``$FIB_DATASET_PATH``) they
+``TraceSet.from_path`` and runs with ``run_local.py --workloads``. The root is ``dataset_root``,
+else the one ``out_dir`` lies in (``<root>/traces/workloads``), else, when no ``out_dir`` is
+given, ``$FIB_DATASET_PATH``. With no root known they
 read ``blob/workloads/<op_type>/<definition>/<file>``, the dataset's own layout, and the first
 flush that writes a blob warns where to put the two folders.
 
@@ -31,7 +32,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from fib_core.errors import ConfigError
+from fib_core.data.containment import is_lexically_inside
+from fib_core.errors import ConfigError, FibWarning
 from fib_core.paths import dataset_env_path
 
 from .hook_impl import make_tracing_hook
@@ -78,8 +80,11 @@ class Tracer:
         definitions: Mapping[str, Any] | None = None,
         default_rule: TracingRule | None = None,
     ) -> None:
-        root = Path(dataset_root).expanduser() if dataset_root is not None else dataset_env_path()
+        # The dataset root: given, else the one out_dir lies in (<root>/traces/workloads), else,
+        # with no out_dir, $FIB_DATASET_PATH (records and blobs then both go there).
+        root = Path(dataset_root).expanduser() if dataset_root is not None else None
         if out_dir is None:
+            root = root if root is not None else dataset_env_path()
             if root is None:
                 raise ConfigError(
                     "tracing: no output folder; pass out_dir= or set FIB_DATASET_PATH to the "
@@ -93,7 +98,8 @@ class Tracer:
         if blob_dir is None:
             blob_dir = root / "blob" / "workloads" if root is not None else self.out_dir / "blob"
         self.blob_dir = Path(blob_dir).expanduser()
-        if root is not None and not self.blob_dir.resolve().is_relative_to(root.resolve()):
+        # Inside as the dataset reader sees it: by the path's own parts, a linked blob/ included.
+        if root is not None and not is_lexically_inside(self.blob_dir.absolute(), root.absolute()):
             raise ConfigError(
                 f"tracing: blob_dir {str(self.blob_dir)!r} is outside the dataset root "
                 f"{str(root)!r}; workloads name their blobs relative to the root, so put "
@@ -124,8 +130,9 @@ class Tracer:
     def _definition(self, def_name: str) -> Any:
         if self._definitions is None:
             found = kit_definitions()
-            if self.dataset_root is not None and (self.dataset_root / "definitions").is_dir():
-                found.update(_dataset_definitions(self.dataset_root))
+            root = self.dataset_root or dataset_env_path()  # its definitions, wherever records go
+            if root is not None and (root / "definitions").is_dir():
+                found.update(_dataset_definitions(root))
             self._definitions = found
         return self._definitions.get(def_name)
 
@@ -271,8 +278,8 @@ class Tracer:
     def _blob_ref(self, path: Path) -> str:
         """The record's path of a blob: relative to the dataset root, or with none known, as
         it will read once ``blob_dir`` is the dataset's ``blob/workloads``."""
-        if self.dataset_root is not None:
-            return path.resolve().relative_to(self.dataset_root.resolve()).as_posix()
+        if self.dataset_root is not None:  # inside it by the check in __init__
+            return Path(os.path.relpath(path.absolute(), self.dataset_root.absolute())).as_posix()
         if not self._told_layout:
             self._told_layout = True
             warnings.warn(
@@ -280,6 +287,7 @@ class Tracer:
                 f"the records of {self.out_dir} under <dataset>/traces/workloads and the blobs "
                 f"of {self.blob_dir} under <dataset>/blob/workloads (or pass dataset_root=)",
                 stacklevel=2,
+                category=FibWarning,
             )
         return (Path("blob") / "workloads" / path.relative_to(self.blob_dir)).as_posix()
 

@@ -56,6 +56,13 @@ def test_the_kits_cuda_home_export_is_not_blamed_on_the_solution(tmp_path: Path,
     os.environ["CUDA_HOME"] = str(tmp_path)  # a solution pointing it elsewhere is still seen
     assert state.restore() == ["environment variables (CUDA_HOME)"]
     assert os.environ["CUDA_HOME"] == str(kit)
+    # Solution code shares the process: writing the kit's record adopts nothing else.
+    toolchain._SET_HERE["FIB_TEST_SNEAKY"] = os.environ["FIB_TEST_SNEAKY"] = "/tmp/x.so"
+    try:
+        assert state.restore() == ["environment variables (FIB_TEST_SNEAKY)"]
+        assert "FIB_TEST_SNEAKY" not in os.environ
+    finally:
+        toolchain._SET_HERE.pop("FIB_TEST_SNEAKY", None)
 
 
 def test_explicit_cuda_home_wins(tmp_path: Path, clean_env) -> None:

@@ -298,3 +298,25 @@ def test_cuda_graph_capture_records_replayed_values(tmp_path):
     assert tracer.snapshot_graph_tensors() == 1
     assert tracer.entries[0].picked["cu_seqlens"].tolist() == [0, 5, 8]
     assert tracer.flush()[PREFILL]["written"] == 1
+
+
+def test_a_linked_blob_folder_is_inside_its_dataset(tmp_path):
+    """As the dataset reader sees it (links not followed): the default setup is accepted."""
+    root = dataset(tmp_path)
+    elsewhere = tmp_path / "other-disk"
+    elsewhere.mkdir()
+    (root / "blob").symlink_to(elsewhere, target_is_directory=True)
+    tracer = Tracer(dataset_root=root)
+    tracer.collect(PREFILL, prefill_args([3, 5]))
+    assert tracer.flush()[PREFILL]["blobs"] == 1
+    spec = TraceSet.from_path(root).workloads[PREFILL][0].workload.inputs["cu_seqlens"]
+    assert spec.path.startswith("blob/workloads/gdn/") and (root / spec.path).is_file()
+
+
+def test_out_dir_elsewhere_does_not_send_blobs_to_the_environments_dataset(tmp_path, monkeypatch):
+    env_root = dataset(tmp_path)
+    monkeypatch.setenv("FIB_DATASET_PATH", str(env_root))
+    other = tmp_path / "mine" / "traces" / "workloads"
+    tracer = Tracer(out_dir=other)  # a dataset of its own: records and blobs both there
+    assert tracer.dataset_root == tmp_path / "mine"
+    assert tracer.blob_dir == tmp_path / "mine" / "blob" / "workloads"
