@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from collections.abc import Callable
@@ -34,7 +35,7 @@ def atomic_write(path: Path, write: Callable[[Path], Any], *, mode: int | None =
     """
     path = Path(path)
     if path.is_dir():  # say so before the rename would name the temp file instead
-        raise IsADirectoryError(f"{path}: is a folder; pass the path of a file to write")
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     if mode is None:
         try:

@@ -122,7 +122,7 @@ def test_traceback_names_the_contestants_file(repo_root: Path, tmp_path: Path) -
     )
     (fork / "config.toml").write_text((repo_root / "config.toml").read_text())
     proc = run_local(repo_root, "--config", str(fork / "config.toml"), "--workloads",
-                     "batch_size=1", cwd=fork)
+                     "acfd1138", cwd=fork)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert 'File "solution/triton/kernel.py", line 2' in proc.stdout
     assert "fib-py-" not in proc.stdout

@@ -41,7 +41,7 @@ def _run(repo_root: Path, fork: Path, *args: str) -> subprocess.CompletedProcess
             sys.executable,
             str(repo_root / "scripts" / "run_local.py"),
             "--workloads",
-            "batch_size=1",
+            "acfd1138",
             *args,
         ],
         cwd=fork,
@@ -63,7 +63,7 @@ def test_two_runs_land_in_the_ledger_and_the_second_compares_with_the_first(
         ["git", "-C", str(fork), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert rec.git.commit == head and rec.git.dirty is False
-    assert rec.config["filters"] == ["batch_size=1"] and rec.config["cross_check"] is True
+    assert rec.config["filters"] == ["acfd1138"] and rec.config["cross_check"] is True
     assert [r.axes["batch_size"] for r in rec.results.rows] == [1]
     assert rec.results.rows[0].spread is not None
     if rec.device == "cpu":
