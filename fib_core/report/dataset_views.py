@@ -79,7 +79,7 @@ def render_standings(found: list[SolutionStanding], console: Console) -> None:
     for st in found:
         s, r = st.summary, st.results
         slowest = f"{s.slowest[0][0][:8]} {fmt_ms(s.slowest[0][1])}" if s.slowest else "-"
-        if r.is_cpu_smoke:  # the reference is not timed on a CPU: no speedup, no score
+        if not s.has_score:  # the reference was not timed (a CPU smoke run): no score
             score = mean = "-"
         else:
             score = fmt_speedup(s.score) if s.all_passed else "0"

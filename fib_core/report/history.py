@@ -44,7 +44,7 @@ def history_rows(records: list[LedgerRecord], definition: str | None = None) -> 
         if definition is not None and rec.definition != definition:
             continue
         key = (rec.definition, rec.device)
-        if rec.total and not rec.results.is_cpu_smoke and (key not in best or rec.score >= best[key][0]):
+        if rec.total and rec.has_score and (key not in best or rec.score >= best[key][0]):
             best[key] = (rec.score, i)
         rows.append(HistoryRow(i, rec, changes))
     best_index = {i for _, i in best.values()}

@@ -98,8 +98,9 @@ def _section(sec: ReportSection, key: str) -> str:
     rec, res = sec.record, sec.record.results
     summary = summarize(res)
     out = [f'<section id="{key}"><h2>{_e(rec.definition)}</h2>']
-    if res.is_cpu_smoke:  # no reference timing on the CPU: nothing to score
-        score = "No score (CPU smoke run: correctness only)"
+    if not summary.has_score:  # no reference timing (a CPU smoke run): nothing to score
+        why = "CPU smoke run: correctness only" if res.is_cpu_smoke else "the reference was not timed"
+        score = f"No score ({why})"
     elif summary.all_passed:
         score = f"Score {summary.score:.2f}x (mean speedup over {summary.total} workloads)"
     else:
@@ -231,7 +232,7 @@ def _history(sec: ReportSection, key: str) -> str:
 
     points = [  # a CPU smoke run has no score to plot
         (f"#{i} {r.git.label()}", r.score, r.passed == r.total and r.total > 0)
-        for i, r in enumerate(runs, start=1) if not r.results.is_cpu_smoke
+        for i, r in enumerate(runs, start=1) if r.has_score
     ]
     out = ["<h3>History</h3>"]
     svg = plots.history_svg(points, f"{key}-hist")

@@ -130,10 +130,15 @@ class LedgerRecord:
         return summarize(self.results).score
 
     @property
+    def has_score(self) -> bool:
+        """Whether the run can be scored (not a CPU smoke run; the reference was timed)."""
+        return summarize(self.results).has_score
+
+    @property
     def score_label(self) -> str:
-        """The score as reports show it: "3.10x", or "-" for a CPU smoke run (its reference is
-        not timed, so it has no score; a 0.00x would read as a failure)."""
-        return "-" if self.results.is_cpu_smoke else f"{self.score:.2f}x"
+        """The score as reports show it: "3.10x", or "-" when the run has none (a CPU smoke
+        run: its reference is not timed; a 0.00x would read as a failure)."""
+        return f"{self.score:.2f}x" if self.has_score else "-"
 
     @property
     def passed(self) -> int:
@@ -286,11 +291,11 @@ def select_run(
     if ref == "last":
         return runs[-1]
     if ref == "best":
-        scored = [r for r in runs if not r.results.is_cpu_smoke]  # a CPU run has no score
+        scored = [r for r in runs if r.has_score]  # a CPU smoke run has none
         if not scored:
             raise LedgerError(
-                f"{source}: no GPU run of {definition}{where} yet, so no best score (a CPU "
-                "smoke run has none); --compare last compares with the previous run"
+                f"{source}: no scored run of {definition}{where} yet, so no best (a CPU "
+                "smoke run has no score); --compare last compares with the previous run"
             )
         return max(enumerate(scored), key=lambda item: (item[1].score, item[0]))[1]
     low = ref.lower()

@@ -248,6 +248,8 @@ def _print_summary(
         return
     if summary.total == 0:
         _say(console, "[bold]Score: 0[/bold] (no workload was measured)")
+    elif not summary.has_score:
+        _say(console, "No score: the reference was not timed (speedups need it)")
     elif summary.all_passed:
         _say(
             console,

@@ -25,6 +25,9 @@ class Summary:
     failed: int
     slowest: list[tuple[str, float]] = field(default_factory=list)
     mean_speedup_passed: float | None = None
+    # False when the run cannot be scored at all: a CPU smoke run, or a passing workload whose
+    # reference was not timed. Reports then show "-" and "no score", never a 0.00x.
+    has_score: bool = True
 
     def __post_init__(self) -> None:
         if self.passed < 0 or self.failed < 0 or self.passed + self.failed != self.total:
@@ -50,6 +53,7 @@ def summarize(results: RunResults, *, n_slowest: int = SLOWEST_SHOWN) -> Summary
     # A PASSED row without a speedup cannot be scored: treat the run as unscorable, not as fast.
     scorable = rows and failed == 0 and len(speedups) == len(passing)
     score = mean_passed if scorable and mean_passed is not None else 0.0
+    has_score = not results.is_cpu_smoke and len(speedups) == len(passing)
     timed = sorted(
         ((r.uuid, r.latency_ms) for r in passing if r.latency_ms is not None),
         key=lambda item: item[1],
@@ -62,4 +66,5 @@ def summarize(results: RunResults, *, n_slowest: int = SLOWEST_SHOWN) -> Summary
         failed=failed,
         slowest=timed[:n_slowest],
         mean_speedup_passed=mean_passed,
+        has_score=has_score,
     )

@@ -97,6 +97,21 @@ def test_a_cpu_smoke_run_has_no_score_on_the_page_or_in_its_history(mkrecord) ->
     assert [r[4] for r in rows] == ["3.00x (best)", "-"]
 
 
+def test_a_gpu_run_without_reference_timing_has_no_score_either(mkrecord) -> None:
+    from rich.console import Console
+
+    from fib_core.report.render import render_results
+
+    run = mkrecord({1: 0.010})
+    run.results.rows[0].speedup = run.results.rows[0].reference_latency_ms = None
+    assert not run.has_score and run.score_label == "-"
+    assert "No score (the reference was not timed)" in build_html([ReportSection(run)])
+    console = Console(record=True, width=200)
+    render_results(run.results, console)
+    text = console.export_text()
+    assert "No score: the reference was not timed" in text and "Score: 0.00x" not in text
+
+
 def test_without_matplotlib_tables_remain_and_the_page_says_why(
     two_runs, monkeypatch: pytest.MonkeyPatch
 ) -> None:

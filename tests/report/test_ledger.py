@@ -170,7 +170,7 @@ def test_history_marks_best_and_compares_within_a_definition(mkrecord) -> None:
 
 def test_compare_best_never_picks_a_cpu_smoke_run(mkrecord) -> None:
     cpu = mkrecord({1: 5.0}, solution_hash="1" * 64, device="cpu")
-    with pytest.raises(LedgerError, match="no GPU run .* yet, so no best score"):
+    with pytest.raises(LedgerError, match="no scored run .* yet, so no best"):
         select_run([cpu], "best", definition=GDN)
     gpu = mkrecord({1: 0.01}, solution_hash="2" * 64)
     cpu.results.rows[0].speedup = 50.0  # whatever a CPU row says, it is not a score
