@@ -140,7 +140,7 @@ def _run(args: argparse.Namespace, console: Any) -> int:
     trace_set = load_local(args.local, persist_solutions=dump, console=console)
     from fib_core.bench.runner import check_filters
 
-    check_filters(trace_set, config)  # a typo'd --definitions/--solutions name, by name
+    check_filters(trace_set, config, prefix="--")  # a typo'd --definitions/--solutions name
     total = count_pairs(trace_set, config)
     if total == 0:
         raise FibError(

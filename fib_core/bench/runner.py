@@ -49,9 +49,10 @@ from fib_core.paths import remove_private_dir
 EventFn = Callable[[Any], None]
 
 
-def check_filters(trace_set: Any, cfg: BenchmarkConfig) -> None:
+def check_filters(trace_set: Any, cfg: BenchmarkConfig, prefix: str = "BenchmarkConfig.") -> None:
     """A name in ``cfg.definitions``/``cfg.solutions`` that ``trace_set`` lacks is most often a
-    typo: a ConfigError naming it (and the closest name), not an empty result."""
+    typo: a ConfigError naming it (and the closest name), not an empty result. ``prefix``
+    names the setting as the caller's user wrote it ("--" on the command line)."""
     import difflib
 
     known = {
@@ -66,7 +67,7 @@ def check_filters(trace_set: Any, cfg: BenchmarkConfig) -> None:
                     hint = f"did you mean {close[0]!r}?"
                 else:
                     hint = f"it has {len(names)}: " + ", ".join(sorted(names)[:8]) if names else "it has none"
-                raise ConfigError(f"BenchmarkConfig.{field}: {name!r} is not in the dataset; {hint}")
+                raise ConfigError(f"{prefix}{field}: {name!r} is not in the dataset; {hint}")
 
 
 class Benchmark:

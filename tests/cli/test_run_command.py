@@ -70,7 +70,7 @@ def test_no_save_results_leaves_dataset_untouched(fresh_dataset, capsys):
 def test_nothing_to_run_is_an_error(fresh_dataset, capsys):
     root, _ = fresh_dataset
     assert main(["run", "--local", str(root), "--solutions", "nobody", *FAST]) == 2
-    assert "solutions: 'nobody' is not in the dataset" in capsys.readouterr().err
+    assert "error: --solutions: 'nobody' is not in the dataset" in capsys.readouterr().err
     assert main(["run", "--local", str(root), "--workloads", "ffff", *FAST]) == 2
     assert "nothing to benchmark" in capsys.readouterr().err
 
