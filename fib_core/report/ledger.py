@@ -138,7 +138,8 @@ class LedgerRecord:
     def score_label(self) -> str:
         """The score as reports show it: "3.10x", or "-" when the run has none (a CPU smoke
         run: its reference is not timed; a 0.00x would read as a failure)."""
-        return f"{self.score:.2f}x" if self.has_score else "-"
+        summary = summarize(self.results)  # once: score and has_score both come from it
+        return f"{summary.score:.2f}x" if summary.has_score else "-"
 
     @property
     def passed(self) -> int:
