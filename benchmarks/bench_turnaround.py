@@ -127,6 +127,7 @@ def _progress(label: str, started: float, marks: dict[str, float]):
             marks.setdefault("first_start", time.perf_counter() - started)
         if isinstance(event, WorkloadFinished):
             marks["last_end"] = time.perf_counter() - started
+            marks[f"end:{event.trace.workload.uuid}"] = marks["last_end"]
             ev = event.trace.evaluation
             status = ev.status.value if ev is not None else "NONE"
             phases = (ev.extra or {}).get("phase_seconds", {}) if ev is not None else {}
@@ -138,10 +139,34 @@ def _progress(label: str, started: float, marks: dict[str, float]):
     return show
 
 
+def _mark_handover(started: float, marks: dict[str, float]) -> Any:
+    """Record in ``marks["handover"]`` when the launcher hands its work over (one GPU: the
+    in-process run starts; several: the requests go to the GPU processes), so a run's
+    start-up splits into the launcher's part and the part after it. Returns the undo."""
+    from fib_core.project import gpus, runflow
+
+    real_execute, real_run = runflow.execute, gpus.ShardProcesses.run
+
+    def execute(*args: Any, **kwargs: Any) -> Any:
+        marks.setdefault("handover", time.perf_counter() - started)
+        return real_execute(*args, **kwargs)
+
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        marks.setdefault("handover", time.perf_counter() - started)
+        return real_run(self, *args, **kwargs)
+
+    runflow.execute, gpus.ShardProcesses.run = execute, run
+
+    def undo() -> None:
+        runflow.execute, gpus.ShardProcesses.run = real_execute, real_run
+
+    return undo
+
+
 def _run(cfg: Any, opts: Any, gpus: str | None, cache: Path, extra: dict | None,
          label: str = "run") -> dict:
     """One run through the run_local flow with FIB_CACHE_DIR=cache; wall time and traces."""
-    from fib_core.bench.pool import launch_early
+    from fib_core.project.gpus import start_early
     from fib_core.project.pack import pack_solution
     from fib_core.project.runflow import execute_on_gpus, make_request, merge_shards
     from fib_core.project.workspace import resolve_dataset
@@ -149,21 +174,33 @@ def _run(cfg: Any, opts: Any, gpus: str | None, cache: Path, extra: dict | None,
     os.environ["FIB_CACHE_DIR"] = str(cache)
     started = time.perf_counter()
     dataset = resolve_dataset()[0]
-    launch_early(opts.flags.get("device") or "auto", dataset)  # as run_local does
+    start_early(opts.flags.get("device"), gpus, dataset)  # as run_local does
     request = make_request(cfg, pack_solution(cfg), opts)
     request.dataset_path = str(dataset)
     if extra:
         request.engine["extra"] = dict(extra)
     marks: dict[str, float] = {}
-    shards = execute_on_gpus(request, gpus, on_event=_progress(label, started, marks))
+    handed = _mark_handover(started, marks)
+    try:
+        shards = execute_on_gpus(request, gpus, on_event=_progress(label, started, marks))
+    finally:
+        handed()
     wall = time.perf_counter() - started
     # Start-up: until the first workload starts (processes, imports, dataset); wind-down: from
     # the last workload's end until the run returns (stopping the processes, merging).
     print(f"  [{label}] {cfg.solution.definition}: {wall:.1f} s (start-up "
           f"{marks.get('first_start', float('nan')):.1f} s, wind-down "
-          f"{wall - marks.get('last_end', float('nan')):.1f} s)", flush=True)
+          f"{wall - marks.get('last_end', float('nan')):.1f} s; the launcher handed the work "
+          f"over at {marks.get('handover', float('nan')):.1f} s)", flush=True)
+    if len(shards) > 1:  # where each GPU's share ended: an uneven spread shows here
+        ends = [max((marks.get(f"end:{t.workload.uuid}", float("nan")) for t in s.traces),
+                    default=float("nan")) for s in shards]
+        print(f"  [{label}] last workload per GPU: "
+              + ", ".join(f"GPU {s.shard} {len(s.traces)} at {e:.1f} s"
+                          for s, e in zip(shards, ends, strict=True)), flush=True)
     traces, _ = merge_shards(shards)
-    return {"wall_s": wall, "traces": traces, "breakdown": harness_breakdown(traces)}
+    return {"wall_s": wall, "traces": traces, "breakdown": harness_breakdown(traces),
+            "gpus": len(shards), "device": shards[0].device}
 
 
 def _print_profiles(folder: Path, top: int = 25) -> None:
@@ -224,7 +261,8 @@ def bench_definition(definition: str, args: argparse.Namespace, scratch: Path) -
     opts = RunOptions(flags={**flags, "device": "cpu"} if args.quick else flags)
     cache = (args.cache or scratch) / f"cache-{definition[:24]}"
     if args.warm_only:
-        cold = {"wall_s": float("nan"), "traces": [], "breakdown": {}}
+        cold = {"wall_s": float("nan"), "traces": [], "breakdown": {}, "gpus": 0,
+                "device": None}
     else:
         cold = _run(cfg, opts, args.gpus, cache, None, "cold")
     if args.profile_workers is not None:
@@ -250,7 +288,10 @@ def bench_definition(definition: str, args: argparse.Namespace, scratch: Path) -
         "cold_s": round(cold["wall_s"], 2),
         "warm_s": round(warm["wall_s"], 2),
         "gpu_timed_calls_s": round(gpu_s, 3),
-        "harness_share": round(1 - gpu_s / warm["wall_s"], 3) if warm["wall_s"] else None,
+        "gpus": warm["gpus"],
+        # of the GPUs' wall time together: with several, each ran its share side by side
+        "harness_share": round(1 - gpu_s / (warm["wall_s"] * warm["gpus"]), 3)
+        if warm["wall_s"] else None,
         "cold_phases": {k: round(v, 2) for k, v in cold["breakdown"].items()},
         "warm_phases": {k: round(v, 2) for k, v in warm["breakdown"].items()},
         "targets": {"cold_s": cold_target, "warm_s": warm_target},
@@ -266,8 +307,11 @@ def bench_definition(definition: str, args: argparse.Namespace, scratch: Path) -
         f"{100 * (result['harness_share'] or 0):.1f} %"
     )
     if cold["traces"]:
-        print("  cold " + format_breakdown(cold["breakdown"], cold["wall_s"]).replace("\n", "\n  "))
-    print("  warm " + format_breakdown(warm["breakdown"], warm["wall_s"]).replace("\n", "\n  "))
+        print("  cold " + format_breakdown(cold["breakdown"], cold["wall_s"], cold["device"],
+                                       cold["gpus"])
+              .replace("\n", "\n  "))
+    print("  warm " + format_breakdown(warm["breakdown"], warm["wall_s"], warm["device"], warm["gpus"])
+          .replace("\n", "\n  "))
     if args.compare_timing:
         old = _run(cfg, opts, args.gpus, cache, {"profiler_one_session": False}, "old-timing")
         same, within, lines = _compare(_verdicts(old["traces"]), _verdicts(warm["traces"]))

@@ -153,11 +153,12 @@ def torch_bytecode_missing() -> bool:
 
 
 def start_processes_early(opts: RunOptions) -> None:
-    """Boot the judge and the first worker now: they import torch side by side with this
-    process (which imports it next), loads the dataset and packs, instead of after it. Not for
-    the one-workload debugging flags, which run no benchmark."""
-    from fib_core.bench.pool import launch_early
+    """Boot the run's processes now (the judge and first worker; on several GPUs, each GPU's
+    process with its own): they import torch side by side with this process (which imports it
+    next), loads the dataset and packs, instead of after it. Not for the one-workload
+    debugging flags, which run no benchmark."""
     from fib_core.project.debug_tools import requested_one_workload
+    from fib_core.project.gpus import start_early
     from fib_core.project.workspace import resolve_dataset
 
     try:
@@ -166,7 +167,7 @@ def start_processes_early(opts: RunOptions) -> None:
         dataset, _ = resolve_dataset()
     except FibError:
         return  # the run itself reports the problem, in one line
-    launch_early(opts.flags.get("device") or "auto", dataset)
+    start_early(opts.flags.get("device"), opts.gpus, dataset)
 
 
 def main() -> int:
@@ -263,8 +264,8 @@ def run_definition(
     if opts.profile_harness:
         from fib_core.bench.phases import format_breakdown, harness_breakdown
 
-        console.print(format_breakdown(harness_breakdown(traces), wall_s=wall, device=device),
-                      markup=False)
+        console.print(format_breakdown(harness_breakdown(traces), wall_s=wall, device=device,
+                                       gpus=len(shards)), markup=False)
     return code
 
 

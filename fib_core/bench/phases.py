@@ -77,13 +77,16 @@ def harness_breakdown(traces: Iterable[Any]) -> dict[str, float]:
 
 
 def format_breakdown(
-    totals: dict[str, float], wall_s: float | None = None, device: str = "cuda"
+    totals: dict[str, float], wall_s: float | None = None, device: str = "cuda", gpus: int = 1
 ) -> str:
     """A small text table of :func:`harness_breakdown`'s totals (and the run's wall time).
     On the CPU (``device="cpu"``) the timed calls are wall-clock calls of the interpreter, so
-    they are named as such and no harness share is worked out from them."""
+    they are named as such and no harness share is worked out from them. With ``gpus`` > 1
+    the workers ran side by side, one per GPU, so the phases add up to more than the wall
+    time: shares are of the GPUs' wall time together (``gpus`` x wall)."""
     lines = [f"harness breakdown over {int(totals.get('workloads', 0))} workload(s):"]
-    base = wall_s if wall_s else totals.get("worker_total", 0.0)
+    span = wall_s * max(gpus, 1) if wall_s else None
+    base = span if span else totals.get("worker_total", 0.0)
     for name, seconds in totals.items():
         if name in ("workloads", "worker_total", "gpu_solution_s") or not seconds:
             continue
@@ -95,12 +98,14 @@ def format_breakdown(
     label = "timed calls (CPU)" if cpu else "GPU (timed calls)"
     lines.append(f"  {label:<18} {gpu:9.3f} s  (solution latency x calls made"
                  + (", wall-clock on the CPU)" if cpu else ")"))
-    if wall_s:
-        outside = wall_s - totals.get("worker_total", 0.0)
+    if wall_s and span:
+        outside = span - totals.get("worker_total", 0.0)
+        several = f" x {gpus} GPUs" if gpus > 1 else ""
+        waits = "; and a GPU's wait for the others' last workload" if gpus > 1 else ""
         lines.append(
             f"  {'outside the worker':<18} {outside:9.2f} s  (start-up, imports, dataset, "
-            "traces; with several GPUs the workers overlap)"
+            f"traces{waits})"
         )
-        share = "" if cpu else f"; harness share {100 * (1 - gpu / wall_s):.1f} %"
-        lines.append(f"  {'run wall time':<18} {wall_s:9.2f} s{share}")
+        share = "" if cpu else f"; harness share {100 * (1 - gpu / span):.1f} %"
+        lines.append(f"  {'run wall time':<18} {wall_s:9.2f} s{several}{share}")
     return "\n".join(lines)

@@ -48,9 +48,11 @@ def _prctl(option: int, arg: int) -> bool:
     return bool(libc is not None and libc.prctl(option, arg, 0, 0, 0) == 0)
 
 
-def die_with_parent() -> bool:
-    """Ask the kernel to SIGKILL this process when its parent ends (Linux)."""
-    parent = os.getppid()
+def die_with_parent(parent: int | None = None) -> bool:
+    """Ask the kernel to SIGKILL this process when its parent ends (Linux). ``parent``: the
+    pid its parent had when it started this process; a process that could have lost its
+    parent before this call (a slow start) passes it, so that loss is seen too."""
+    parent = os.getppid() if parent is None else parent
     ok = _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if ok and os.getppid() != parent:  # the parent died before the call: go now
         os._exit(1)

@@ -5,13 +5,17 @@ gets its own child process, started fresh (spawn) with ``CUDA_VISIBLE_DEVICES`` 
 GPU alone, and runs the usual :func:`fib_core.project.runflow.execute` on its share: its own
 persistent worker, its own build and reference caches in memory (the disk caches are shared;
 their writes are atomic). The parent forwards the children's progress events and merges the
-shards in the selection's order, so the table reads as a one-GPU run's.
+shards in the selection's order, so the table reads as a one-GPU run's. A launcher calls
+:func:`start_early` first, so that these processes (or, on one GPU, the run's judge and first
+worker) boot while it imports torch, loads the dataset and packs.
 
-Example::
+Example (the plan; ``run_on_gpus(plan_shards(request, uuids, costs, gpus),
+physical_ids(gpus))`` then runs it):
 
-    gpus = parse_gpus("0,1", visible=2)                 # [0, 1]
-    bins = spread_by_cost([5.0, 1.0, 1.0, 3.0], 2)      # [[0], [1, 2, 3]]
-    shards = run_on_gpus(request, gpus, on_event=print)
+>>> parse_gpus("0,1", visible=2)
+[0, 1]
+>>> spread_by_cost([5.0, 1.0, 1.0, 3.0], 2)
+[[0], [1, 2, 3]]
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import os
 import queue as queue_module
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from fib_core.errors import ConfigError, FibError
@@ -106,15 +111,196 @@ def plan_shards(
     ]
 
 
-def _child(request: Any, device_id: str, channel: Any, target: Callable | None) -> None:
-    """Child process: this GPU only, then the usual shard execution; events go to the parent."""
+def visible_gpu_count() -> int | None:
+    """How many GPUs torch will see, read without importing torch (``CUDA_VISIBLE_DEVICES``,
+    else the driver's ``/proc`` folder); None when neither says. A launcher uses it to start
+    one process per GPU before its own torch import; torch's count still decides the run."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        count = 0
+        for part in listed.split(","):  # as CUDA reads it: up to the first invalid entry
+            part = part.strip()
+            if not part or part.startswith("-"):
+                break
+            count += 1
+        return count
+    try:
+        return len(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        return None
+
+
+class ShardProcesses:
+    """One child process per GPU, each with ``CUDA_VISIBLE_DEVICES`` naming its GPU alone.
+
+    A child starts its judge and first worker at once (:func:`fib_core.bench.pool.launch_early`),
+    imports the engine (torch) beside them, then waits for its request. Started by
+    :func:`start_early`, before the launcher imports torch, loads its dataset and packs, the
+    children boot beside that work instead of after it. A child that gets no request (the run
+    ended before it, or took other GPUs) is told to go, and is killed if it does not; every
+    child dies with this process."""
+
+    def __init__(self, device_ids: Sequence[str], device: str, dataset_root: str | None,
+                 target: Callable | None = None) -> None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        self.device_ids = list(device_ids)
+        self.target = target
+        self.channel = ctx.Queue()
+        # A queue's put does not wait for the child to read (one still booting, or one that
+        # died booting, would hold the launcher up); nor does this process's exit.
+        self.inboxes = [ctx.Queue() for _ in self.device_ids]
+        for inbox in self.inboxes:
+            inbox.cancel_join_thread()
+        self.procs = [
+            ctx.Process(target=_child,
+                        args=(dev, self.channel, inbox, device, dataset_root, target,
+                              os.getpid()),
+                        daemon=False)
+            for dev, inbox in zip(self.device_ids, self.inboxes, strict=True)
+        ]
+        for proc in self.procs:
+            proc.start()
+
+    def run(self, requests: Sequence[Any], on_event: Callable[[Any], None] | None) -> list[Any]:
+        """Hand each child its request; the ShardResults, in shard order."""
+        for inbox, request in zip(self.inboxes, requests, strict=True):
+            inbox.put(request)
+        results: list[Any] = []
+        errors: list[str] = []
+        bugs: list[str] = []
+        try:
+            while len(results) + len(errors) + len(bugs) < len(self.procs):
+                try:
+                    kind, payload = self.channel.get(timeout=1.0)
+                except queue_module.Empty:
+                    if all(not p.is_alive() for p in self.procs) and self.channel.empty():
+                        errors.append("a GPU process ended without a result (see its output above)")
+                    continue
+                if kind == "event":
+                    if on_event is not None:
+                        on_event(payload)
+                elif kind == "result":
+                    results.append(payload)
+                elif kind == "bug":
+                    bugs.append(payload)
+                else:
+                    errors.append(payload)
+        finally:
+            self.close(timeout=30)
+        if bugs:
+            raise RuntimeError("a GPU process failed:\n" + bugs[0])
+        if errors:
+            raise FibError(errors[0])
+        return sorted(results, key=lambda s: s.shard)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Tell children still waiting for a request to go; kill what is left after
+        ``timeout`` seconds."""
+        for proc, inbox in zip(self.procs, self.inboxes, strict=True):
+            if proc.is_alive():
+                try:
+                    inbox.put(None)
+                except (OSError, ValueError):
+                    pass
+        for proc in self.procs:
+            proc.join(timeout=timeout)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+
+
+_PRESTARTED: list[ShardProcesses] = []
+
+
+def start_early(device: str | None, gpus: str | None, dataset_root: str | Path | None) -> None:
+    """What a launcher calls first, before it imports torch: the processes of the run it is
+    about to make start booting now (seconds: interpreter, torch, CUDA context), side by side
+    with its own imports, dataset and packing.
+
+    Several GPUs (``gpus`` lists more than one, or none is named and more than one is
+    visible): one :class:`ShardProcesses` child per GPU, which :func:`run_on_gpus` uses when
+    the run's GPUs are these. Otherwise, one GPU or unknown: the judge and first worker of a
+    one-GPU run (:func:`fib_core.bench.pool.launch_early`). ``device``: the ``--device`` flag
+    (None = auto); "cpu" starts only the CPU run's processes.
+
+    Example: ``start_early(None, "0,1", "/path/to/dataset")`` at the top of a launcher's main.
+    """
+    discard_prestarted()
+    ids = None if device == "cpu" else _early_device_ids(gpus)
+    root = None if dataset_root is None else str(dataset_root)
+    if ids is None:
+        from fib_core.bench.pool import launch_early
+
+        launch_early(device or "auto", root)
+        return
+    prestart(physical_ids(ids), device or "auto", root)
+
+
+def prestart(device_ids: Sequence[str], device: str, dataset_root: str | None,
+             target: Callable | None = None) -> None:
+    """Start one :class:`ShardProcesses` child per GPU of ``device_ids`` for the next
+    :func:`run_on_gpus` on those GPUs (``target``: what they run, as there); stopped at exit
+    if no run takes them."""
+    discard_prestarted()
+    if not _PRESTARTED_HOOK:
+        import atexit
+        import multiprocessing.util  # noqa: F401  its exit hook (which waits for children)
+        # is registered now, so this one, registered after it, runs before it
+        atexit.register(discard_prestarted)
+        _PRESTARTED_HOOK.append(True)
+    _PRESTARTED.append(ShardProcesses(device_ids, device, dataset_root, target))
+
+
+_PRESTARTED_HOOK: list[bool] = []
+
+
+def _early_device_ids(gpus: str | None) -> list[int] | None:
+    """The GPU indices a run on ``gpus`` will use, read without torch; None when it will be a
+    one-GPU run in this process, or when it cannot be told yet."""
+    visible = visible_gpu_count()
+    if not visible:
+        return None
+    try:
+        chosen = parse_gpus(gpus, visible)
+    except ConfigError:  # the run itself says what is wrong, in one line
+        return None
+    if len(chosen) == 1 and gpus is None:
+        return None
+    return chosen
+
+
+def discard_prestarted() -> None:
+    """Stop the prestarted GPU processes that no run took."""
+    while _PRESTARTED:
+        _PRESTARTED.pop().close()
+
+
+def _child(device_id: str, channel: Any, inbox: Any, device: str, dataset_root: str | None,
+           target: Callable | None, parent: int) -> None:
+    """Child process: this GPU only; boot, wait for the request, run the usual shard
+    execution; events go to the parent (``parent``, whose end it shares)."""
     os.environ["CUDA_VISIBLE_DEVICES"] = device_id
+    from fib_core.bench.pool import discard_early
+    from fib_core.bench.sandbox import die_with_parent
+
+    die_with_parent(parent)  # its inbox holds both ends: a lost parent would never be seen
     try:
         if target is None:  # the real run: its judge and worker boot while this one imports
             from fib_core.bench.pool import launch_early
 
-            launch_early(request.device or "auto", request.dataset_path)
+            launch_early(device, dataset_root)
             from fib_core.project.runflow import execute as target
+            from fib_core.project.runflow import resolve_device
+
+            try:  # the driver's start (no context), while the launcher is still busy
+                resolve_device(device)
+            except FibError:
+                pass  # the run itself says what is wrong
+        request = inbox.get()
+        if request is None:  # no run for this process
+            return
         shard = target(request, on_event=lambda event: channel.put(("event", event)))
         channel.put(("result", shard))
     except FibError as err:  # a user mistake: one line, as in a one-GPU run
@@ -124,8 +310,6 @@ def _child(request: Any, device_id: str, channel: Any, target: Callable | None) 
 
         channel.put(("bug", f"GPU {device_id}:\n{traceback.format_exc()}"))
     finally:  # a multiprocessing child runs no atexit hooks
-        from fib_core.bench.pool import discard_early
-
         discard_early(remove_logs=True)
 
 
@@ -137,46 +321,15 @@ def run_on_gpus(
 ) -> list[Any]:
     """Run each request in its own process on its GPU; the ShardResults, in shard order.
 
-    ``target(request, on_event=...)`` (a module-level function; default ``runflow.execute``)
-    is what each child runs."""
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("spawn")
-    channel = ctx.Queue()
-    procs = [
-        ctx.Process(target=_child, args=(req, dev, channel, target), daemon=False)
-        for req, dev in zip(requests, device_ids, strict=True)
-    ]
-    for proc in procs:
-        proc.start()
-    results: list[Any] = []
-    errors: list[str] = []
-    bugs: list[str] = []
-    try:
-        while len(results) + len(errors) + len(bugs) < len(procs):
-            try:
-                kind, payload = channel.get(timeout=1.0)
-            except queue_module.Empty:
-                if all(not p.is_alive() for p in procs) and channel.empty():
-                    errors.append("a GPU process ended without a result (see its output above)")
-                continue
-            if kind == "event":
-                if on_event is not None:
-                    on_event(payload)
-            elif kind == "result":
-                results.append(payload)
-            elif kind == "bug":
-                bugs.append(payload)
-            else:
-                errors.append(payload)
-    finally:
-        for proc in procs:
-            proc.join(timeout=30)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-    if bugs:
-        raise RuntimeError("a GPU process failed:\n" + bugs[0])
-    if errors:
-        raise FibError(errors[0])
-    return sorted(results, key=lambda s: s.shard)
+    The processes :func:`start_early` prestarted serve when they are on these GPUs (and run
+    this ``target``), else new ones start. ``target(request, on_event=...)`` (a module-level function; default
+    ``runflow.execute``) is what each child runs."""
+    shards = None
+    if _PRESTARTED and _PRESTARTED[0].device_ids == list(device_ids) \
+            and _PRESTARTED[0].target is target:
+        shards = _PRESTARTED.pop()
+    discard_prestarted()
+    if shards is None:
+        first = requests[0]
+        shards = ShardProcesses(device_ids, first.device or "auto", first.dataset_path, target)
+    return shards.run(requests, on_event)

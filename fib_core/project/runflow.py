@@ -304,16 +304,18 @@ def execute_on_gpus(
     if request.device != "cuda":
         if gpus is not None:
             raise ConfigError("--gpus needs a CUDA GPU; this run is on the CPU")
+        gpu_plan.discard_prestarted()
         return [execute(request, on_event=on_event, trace_set=trace_set)]
     import torch
 
     chosen = gpu_plan.parse_gpus(gpus, torch.cuda.device_count())
     ids = gpu_plan.physical_ids(chosen)
     if len(chosen) == 1 and gpus is None:
+        gpu_plan.discard_prestarted()
         return [execute(request, on_event=on_event, trace_set=trace_set)]
     from fib_core.bench.pool import discard_early
 
-    discard_early()  # each GPU's process starts its own; none started here is used
+    discard_early()  # each GPU's process has its own; none started here is used
     _, trace_set = _dataset(request, trace_set)
     selection = select_for(request, trace_set, "cuda")
     costs = gpu_plan.workload_costs(request.definition, [t.workload.axes for t in selection])

@@ -47,6 +47,19 @@ def test_breakdown_sums_phases_and_counts_the_gpus_timed_calls() -> None:
     assert "timed calls (CPU)" in cpu and "wall-clock on the CPU" in cpu
 
 
+def test_breakdown_of_several_gpus_sets_the_phases_against_their_wall_time_together() -> None:
+    """Two GPUs' workers ran side by side: their 6.5 s of work over a 4 s run is not more
+    than the run's wall time, and nothing reads as negative time outside the workers."""
+    totals = harness_breakdown([
+        _trace({"build": 2.0, "timing": 1.0}, 0.5, (10, 50, 3)),
+        _trace({"reference": 3.0, "timing": 0.5}, None, (0, 0, 0)),
+    ])
+    text = format_breakdown(totals, wall_s=4.0, gpus=2)
+    assert "reference               3.00 s  37.5 %" in text  # of 2 x 4 s
+    assert "outside the worker      1.50 s" in text
+    assert "4.00 s x 2 GPUs; harness share 99.0 %" in text
+
+
 def test_breakdown_reads_trace_objects_and_their_flattened_dicts() -> None:
     from fib_core.data.trace import Trace
 

@@ -9,11 +9,15 @@ import pytest
 
 from fib_core.errors import ConfigError, FibError
 from fib_core.project.gpus import (
+    _PRESTARTED,
+    _early_device_ids,
     parse_gpus,
     physical_ids,
     plan_shards,
+    prestart,
     run_on_gpus,
     spread_by_cost,
+    visible_gpu_count,
     workload_costs,
 )
 from fib_core.project.runflow import RunRequest, ShardResult, merge_shards
@@ -136,3 +140,101 @@ def test_a_user_error_in_a_child_is_one_line(fake_target) -> None:
     with pytest.raises(FibError, match="GPU 0: config.toml") as info:
         run_on_gpus(plans, ["0"], target=fake_target)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("listed", "count"),
+    [("0,1", 2), ("3", 1), ("", 0), ("-1", 0), ("0,-1,2", 1), ("GPU-abc,GPU-def", 2)],
+)
+def test_visible_gpus_are_read_from_cuda_visible_devices(
+    monkeypatch: pytest.MonkeyPatch, listed: str, count: int
+) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", listed)
+    assert visible_gpu_count() == count
+
+
+@pytest.mark.parametrize(
+    ("listed", "gpus", "ids"),
+    [
+        ("0,1", None, [0, 1]),  # every visible GPU: one process each
+        ("0", None, None),  # one GPU: the run stays in the launcher's process
+        ("0,1", "1", [1]),  # named: its own process, as the run will have
+        ("0,1", "5", None),  # a wrong --gpus: the run says what is wrong
+        ("", None, None),  # no GPU
+    ],
+)
+def test_which_gpus_get_a_process_before_the_run(
+    monkeypatch: pytest.MonkeyPatch, listed: str, gpus: str | None, ids: list[int] | None
+) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", listed)
+    assert _early_device_ids(gpus) == ids
+
+
+def test_prestarted_processes_serve_the_run_on_their_gpus(fake_target) -> None:
+    prestart(["3", "7"], "cuda", None, target=fake_target)
+    waiting = _PRESTARTED[0]
+    plans = plan_shards(_request(), ["w0", "w1", "w2"], [1.0, 5.0, 1.0], [0, 1])
+    shards = run_on_gpus(plans, ["3", "7"], target=fake_target)
+    assert [s.messages for s in shards] == [["3"], ["7"]]
+    assert not _PRESTARTED  # taken by the run
+    assert all(p.exitcode == 0 for p in waiting.procs)  # the very processes started before
+
+
+def test_prestarted_processes_on_other_gpus_are_stopped(fake_target) -> None:
+    prestart(["3", "7"], "cuda", None, target=fake_target)
+    waiting = _PRESTARTED[0]
+    plans = plan_shards(_request(), ["w0", "w1"], [1.0, 1.0], [0])
+    shards = run_on_gpus(plans, ["5"], target=fake_target)
+    assert [s.messages for s in shards] == [["5"]]
+    assert not _PRESTARTED
+    assert all(p.exitcode == 0 for p in waiting.procs)  # told to go, went
+
+
+LAUNCHER = """
+import os, sys
+sys.path[:0] = [{root!r}, {fake!r}]
+import fake_gpu_target
+from fib_core.project.gpus import _PRESTARTED, prestart
+
+if __name__ == "__main__":
+    prestart(["0", "1"], "cuda", None, target=fake_gpu_target.fake_execute)
+    print(" ".join(str(p.pid) for p in _PRESTARTED[0].procs), flush=True)
+    if sys.argv[1] == "killed":
+        os.kill(os.getpid(), 9)
+    raise SystemExit("config.toml: a mistake found before the run")
+"""
+
+
+@pytest.mark.parametrize("end", ["error", "killed"])
+def test_prestarted_processes_end_with_their_launcher(
+    fake_target, tmp_path: Path, end: str
+) -> None:
+    """A launcher that stops before its run (a user error, or killed) leaves no GPU process
+    behind, and does not hang waiting for them."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "launcher.py"
+    root = str(Path(__file__).resolve().parents[2])
+    script.write_text(LAUNCHER.format(root=root, fake=str(tmp_path)))
+    done = subprocess.run([sys.executable, str(script), end], capture_output=True, text=True,
+                          timeout=60)
+    pids = [int(p) for p in done.stdout.split()]
+    assert len(pids) == 2, done.stderr
+    deadline = time.monotonic() + 10
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in pids if _running(p)]
+        time.sleep(0.1)
+    assert not alive, f"GPU processes {alive} outlived their launcher ({end})"
+    assert os.getpid() not in pids
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
