@@ -49,7 +49,7 @@ def private_temp_dir(prefix: str) -> Path:
     :func:`remove_private_dir` removed it first."""
     path = tempfile.mkdtemp(prefix=prefix)
     if not _AT_EXIT:
-        atexit.register(_remove_owned)
+        atexit.register(remove_private_dirs)
         _AT_EXIT.append(True)
     _OWNED[path] = os.getpid()
     return Path(path)
@@ -61,7 +61,9 @@ def remove_private_dir(path: str | Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _remove_owned() -> None:
+def remove_private_dirs() -> None:
+    """Remove every folder this process made with :func:`private_temp_dir` (what its exit
+    does; for a process that must leave with ``os._exit``)."""
     for path, pid in list(_OWNED.items()):
         if pid == os.getpid():
             remove_private_dir(path)

@@ -98,7 +98,7 @@ def format_breakdown(
     label = "timed calls (CPU)" if cpu else "GPU (timed calls)"
     lines.append(f"  {label:<18} {gpu:9.3f} s  (solution latency x calls made"
                  + (", wall-clock on the CPU)" if cpu else ")"))
-    if wall_s and span:
+    if span:
         outside = span - totals.get("worker_total", 0.0)
         several = f" x {gpus} GPUs" if gpus > 1 else ""
         waits = "; and a GPU's wait for the others' last workload" if gpus > 1 else ""

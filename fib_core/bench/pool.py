@@ -122,7 +122,8 @@ class WorkerHandle:
         if self.requested_device == "cpu":
             env["TRITON_INTERPRET"] = "1"
         args = [sys.executable, "-m", "fib_core.bench.worker", "--fd", str(child.fileno()),
-                "--device", self.requested_device, "--role", self.role]
+                "--device", self.requested_device, "--role", self.role,
+                "--parent", str(os.getpid())]
         profile_dir = os.environ.get(PROFILE_VAR)
         if profile_dir:  # measuring the harness: each process's cProfile stats, on exit
             out = Path(profile_dir) / f"{self.role}-{self.token[:8]}.prof"

@@ -48,12 +48,13 @@ def _prctl(option: int, arg: int) -> bool:
     return bool(libc is not None and libc.prctl(option, arg, 0, 0, 0) == 0)
 
 
-def die_with_parent(parent: int | None = None) -> bool:
-    """Ask the kernel to SIGKILL this process when its parent ends (Linux). ``parent``: the
-    pid its parent had when it started this process; a process that could have lost its
-    parent before this call (a slow start) passes it, so that loss is seen too."""
+def die_with_parent(parent: int | None = None, signum: int = signal.SIGKILL) -> bool:
+    """Ask the kernel to send ``signum`` (SIGKILL) to this process when its parent ends
+    (Linux). ``parent``: the pid its parent had when it started this process; a process that
+    could have lost its parent before this call (a slow start) passes it, so that loss is
+    seen too. A kit process with cleanup to do asks for SIGTERM and handles it."""
     parent = os.getppid() if parent is None else parent
-    ok = _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    ok = _prctl(PR_SET_PDEATHSIG, signum)
     if ok and os.getppid() != parent:  # the parent died before the call: go now
         os._exit(1)
     return ok

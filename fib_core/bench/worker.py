@@ -436,10 +436,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hide", action="append", default=[])
     parser.add_argument("--trusted", action="store_true")
     parser.add_argument("--context-at-start", action="store_true")
+    parser.add_argument("--parent", type=int, help="the launching process's pid")
     args = parser.parse_args(argv)
     from fib_core.bench import sandbox
 
-    sandbox.die_with_parent()
+    sandbox.die_with_parent(args.parent)  # also when it ended while this one started
     warnings: list[str] = []
     if args.role == "judge":
         sandbox.forbid_tracing()

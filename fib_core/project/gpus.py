@@ -112,22 +112,59 @@ def plan_shards(
 
 
 def visible_gpu_count() -> int | None:
-    """How many GPUs torch will see, read without importing torch (``CUDA_VISIBLE_DEVICES``,
-    else the driver's ``/proc`` folder); None when neither says. A launcher uses it to start
-    one process per GPU before its own torch import; torch's count still decides the run."""
+    """How many GPUs torch will see, read without importing torch; None when that cannot be
+    told (no NVIDIA driver folder, or a torch built without CUDA). A launcher uses it to
+    start one process per GPU before its own torch import; torch's count still decides the
+    run, and processes started for GPUs it does not use are stopped.
+
+    ``CUDA_VISIBLE_DEVICES``, read as CUDA does: entries up to the first one that is not a
+    device (ordinals, or ``GPU-``/``MIG-`` identifiers of the first entry's kind), none at all
+    when one repeats; at most the driver's own count of GPUs."""
+    if not _torch_has_cuda():
+        return None
+    installed = _installed_gpus()
     listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed is not None:
-        count = 0
-        for part in listed.split(","):  # as CUDA reads it: up to the first invalid entry
-            part = part.strip()
-            if not part or part.startswith("-"):
-                break
-            count += 1
-        return count
+    if listed is None:
+        return installed
+    seen: list[str] = []
+    entries = [part.strip() for part in listed.split(",")]
+    prefix = next((p for p in ("GPU-", "MIG-") if entries[0].startswith(p)), None)
+    for entry in entries:
+        if prefix is not None:
+            key = entry if entry.startswith(prefix) else None
+        else:
+            digits = entry[1:] if entry[:1] == "+" else entry
+            digits = digits[: len(digits) - len(digits.lstrip("0123456789"))]
+            key = str(int(digits)) if digits else None
+        if key is None:
+            break
+        if key in seen:
+            return 0
+        seen.append(key)
+    return len(seen) if installed is None else min(len(seen), installed)
+
+
+def _installed_gpus() -> int | None:
+    """The NVIDIA driver's count of this machine's GPUs (Linux), None without a driver."""
     try:
         return len(os.listdir("/proc/driver/nvidia/gpus"))
     except OSError:
         return None
+
+
+def _torch_has_cuda() -> bool:
+    """Whether the installed torch was built with CUDA, read from its ``version.py`` without
+    importing it (a CPU build on a GPU machine runs on the CPU: no GPU processes then)."""
+    import importlib.util
+    import re
+
+    try:
+        spec = importlib.util.find_spec("torch")
+        folder = next(iter(spec.submodule_search_locations or [])) if spec else None
+        text = (Path(folder) / "version.py").read_text(encoding="utf-8") if folder else ""
+    except (OSError, ValueError, ImportError, StopIteration):
+        return True  # unknown: torch decides later
+    return re.search(r"^cuda\b[^=\n]*=\s*None\s*$", text, re.MULTILINE) is None
 
 
 class ShardProcesses:
@@ -137,22 +174,29 @@ class ShardProcesses:
     imports the engine (torch) beside them, then waits for its request. Started by
     :func:`start_early`, before the launcher imports torch, loads its dataset and packs, the
     children boot beside that work instead of after it. A child that gets no request (the run
-    ended before it, or took other GPUs) is told to go, and is killed if it does not; every
-    child dies with this process."""
+    ended before it, or took other GPUs) is stopped at once; on Linux a child also stops
+    when this process ends, however it ends. A stopped child stops its own judge and worker
+    and removes their folder."""
 
     def __init__(self, device_ids: Sequence[str], device: str, dataset_root: str | None,
                  target: Callable | None = None) -> None:
         import multiprocessing
 
+        from fib_core.paths import cache_dir
+
         ctx = multiprocessing.get_context("spawn")
         self.device_ids = list(device_ids)
         self.target = target
+        # What the children took from here at start, for run_on_gpus's fit check.
+        self.device, self.dataset_root = device, dataset_root
+        self.cache = str(cache_dir().resolve())
         self.channel = ctx.Queue()
-        # A queue's put does not wait for the child to read (one still booting, or one that
-        # died booting, would hold the launcher up); nor does this process's exit.
+        # Requests go pickled (see run), so a queue's put does not wait for a child still
+        # booting, nor for one that died; nor does this process's exit.
         self.inboxes = [ctx.Queue() for _ in self.device_ids]
         for inbox in self.inboxes:
             inbox.cancel_join_thread()
+        self.served = False
         self.procs = [
             ctx.Process(target=_child,
                         args=(dev, self.channel, inbox, device, dataset_root, target,
@@ -160,13 +204,43 @@ class ShardProcesses:
                         daemon=False)
             for dev, inbox in zip(self.device_ids, self.inboxes, strict=True)
         ]
-        for proc in self.procs:
-            proc.start()
+        started = []
+        try:
+            for proc in self.procs:
+                proc.start()
+                started.append(proc)
+        except BaseException:  # the ones already running would wait for ever
+            self.procs = started
+            self.close()
+            raise
+
+    def fits(self, device_ids: Sequence[str], target: Callable | None, request: Any) -> bool:
+        """Whether these children can run ``request`` on ``device_ids``: the same GPUs, the
+        same target, and what they took at start (device, dataset, cache folder) still true."""
+        from fib_core.paths import cache_dir
+
+        return (
+            self.device_ids == list(device_ids)
+            and self.target is target
+            and self.device in (request.device, "auto")
+            and self.dataset_root == request.dataset_path
+            and self.cache == str(cache_dir().resolve())
+        )
 
     def run(self, requests: Sequence[Any], on_event: Callable[[Any], None] | None) -> list[Any]:
         """Hand each child its request; the ShardResults, in shard order."""
-        for inbox, request in zip(self.inboxes, requests, strict=True):
-            inbox.put(request)
+        import pickle
+
+        # Pickled here: a request that cannot be sent fails now, not in a queue's thread
+        # (which would only print it and leave the children waiting).
+        try:
+            payloads = [pickle.dumps(request) for request in requests]
+        except BaseException:
+            self.close()
+            raise
+        self.served = True
+        for inbox, payload in zip(self.inboxes, payloads, strict=True):
+            inbox.put(payload)
         results: list[Any] = []
         errors: list[str] = []
         bugs: list[str] = []
@@ -196,22 +270,26 @@ class ShardProcesses:
         return sorted(results, key=lambda s: s.shard)
 
     def close(self, timeout: float = 5.0) -> None:
-        """Tell children still waiting for a request to go; kill what is left after
-        ``timeout`` seconds."""
-        for proc, inbox in zip(self.procs, self.inboxes, strict=True):
-            if proc.is_alive():
-                try:
-                    inbox.put(None)
-                except (OSError, ValueError):
-                    pass
+        """Stop the children. Those that never got a request are stopped at once (they stop
+        their judge and worker first); those that did are waited for, ``timeout`` seconds in
+        all, then killed."""
+        import time
+
+        if not self.served:
+            for proc in self.procs:
+                if proc.is_alive():
+                    proc.terminate()
+        deadline = time.monotonic() + timeout
         for proc in self.procs:
-            proc.join(timeout=timeout)
+            proc.join(timeout=max(0.0, deadline - time.monotonic()))
+        for proc in self.procs:
             if proc.is_alive():
                 proc.kill()
                 proc.join()
 
 
-_PRESTARTED: list[ShardProcesses] = []
+_prestarted: ShardProcesses | None = None
+_exit_hook_registered = False
 
 
 def start_early(device: str | None, gpus: str | None, dataset_root: str | Path | None) -> None:
@@ -221,18 +299,18 @@ def start_early(device: str | None, gpus: str | None, dataset_root: str | Path |
 
     Several GPUs (``gpus`` lists more than one, or none is named and more than one is
     visible): one :class:`ShardProcesses` child per GPU, which :func:`run_on_gpus` uses when
-    the run's GPUs are these. Otherwise, one GPU or unknown: the judge and first worker of a
-    one-GPU run (:func:`fib_core.bench.pool.launch_early`). ``device``: the ``--device`` flag
-    (None = auto); "cpu" starts only the CPU run's processes.
+    the run's GPUs and settings are these. Otherwise, one GPU or unknown: the judge and first
+    worker of a one-GPU run (:func:`fib_core.bench.pool.launch_early`). ``device``: the
+    ``--device`` flag (None = auto); "cpu" starts only the CPU run's processes.
 
     Example: ``start_early(None, "0,1", "/path/to/dataset")`` at the top of a launcher's main.
     """
-    discard_prestarted()
     ids = None if device == "cpu" else _early_device_ids(gpus)
     root = None if dataset_root is None else str(dataset_root)
     if ids is None:
         from fib_core.bench.pool import launch_early
 
+        discard_prestarted()
         launch_early(device or "auto", root)
         return
     prestart(physical_ids(ids), device or "auto", root)
@@ -241,19 +319,17 @@ def start_early(device: str | None, gpus: str | None, dataset_root: str | Path |
 def prestart(device_ids: Sequence[str], device: str, dataset_root: str | None,
              target: Callable | None = None) -> None:
     """Start one :class:`ShardProcesses` child per GPU of ``device_ids`` for the next
-    :func:`run_on_gpus` on those GPUs (``target``: what they run, as there); stopped at exit
-    if no run takes them."""
+    :func:`run_on_gpus` on those GPUs (``target``: what they run, as there), in place of any
+    started before; stopped at exit if no run takes them."""
+    global _prestarted, _exit_hook_registered
     discard_prestarted()
-    if not _PRESTARTED_HOOK:
+    if not _exit_hook_registered:
         import atexit
         import multiprocessing.util  # noqa: F401  its exit hook (which waits for children)
         # is registered now, so this one, registered after it, runs before it
         atexit.register(discard_prestarted)
-        _PRESTARTED_HOOK.append(True)
-    _PRESTARTED.append(ShardProcesses(device_ids, device, dataset_root, target))
-
-
-_PRESTARTED_HOOK: list[bool] = []
+        _exit_hook_registered = True
+    _prestarted = ShardProcesses(device_ids, device, dataset_root, target)
 
 
 def _early_device_ids(gpus: str | None) -> list[int] | None:
@@ -273,19 +349,36 @@ def _early_device_ids(gpus: str | None) -> list[int] | None:
 
 def discard_prestarted() -> None:
     """Stop the prestarted GPU processes that no run took."""
-    while _PRESTARTED:
-        _PRESTARTED.pop().close()
+    global _prestarted
+    shards, _prestarted = _prestarted, None
+    if shards is not None:
+        shards.close()
 
 
 def _child(device_id: str, channel: Any, inbox: Any, device: str, dataset_root: str | None,
            target: Callable | None, parent: int) -> None:
     """Child process: this GPU only; boot, wait for the request, run the usual shard
-    execution; events go to the parent (``parent``, whose end it shares)."""
-    os.environ["CUDA_VISIBLE_DEVICES"] = device_id
+    execution; events go to the parent (``parent``). SIGTERM (the parent's ``close``, or the
+    parent's death) ends it at once: its judge and worker are killed (those of a run it was
+    serving die with it) and its folders removed."""
+    import pickle
+    import signal
+
     from fib_core.bench.pool import discard_early
     from fib_core.bench.sandbox import die_with_parent
+    from fib_core.paths import remove_private_dirs
 
-    die_with_parent(parent)  # its inbox holds both ends: a lost parent would never be seen
+    def leave(signum: int, frame: Any) -> None:
+        # Not an exception: one raised inside an import can be swallowed by the module
+        # being imported (seen while torch loads), and the process would go on.
+        discard_early(remove_logs=True)
+        remove_private_dirs()
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, leave)
+    os.environ["CUDA_VISIBLE_DEVICES"] = device_id
+    # Its inbox holds both ends, so a lost parent would never be seen otherwise.
+    die_with_parent(parent, signal.SIGTERM)
     try:
         if target is None:  # the real run: its judge and worker boot while this one imports
             from fib_core.bench.pool import launch_early
@@ -298,19 +391,35 @@ def _child(device_id: str, channel: Any, inbox: Any, device: str, dataset_root: 
                 resolve_device(device)
             except FibError:
                 pass  # the run itself says what is wrong
-        request = inbox.get()
-        if request is None:  # no run for this process
+        payload = _wait_for_request(inbox, parent)
+        if payload is None:  # no run for this process
             return
+        request = pickle.loads(payload)
         shard = target(request, on_event=lambda event: channel.put(("event", event)))
         channel.put(("result", shard))
     except FibError as err:  # a user mistake: one line, as in a one-GPU run
         channel.put(("error", f"GPU {device_id}: {err}"))
+    except SystemExit:  # its parent is gone: nobody waits for a report
+        raise
     except BaseException:  # a kit bug: its traceback goes to the parent
         import traceback
 
         channel.put(("bug", f"GPU {device_id}:\n{traceback.format_exc()}"))
     finally:  # a multiprocessing child runs no atexit hooks
         discard_early(remove_logs=True)
+
+
+def _wait_for_request(inbox: Any, parent: int) -> bytes | None:
+    """The next message of ``inbox``, waited for in short steps: a signal this process gets
+    is handled by its main thread only between steps (one that lands on another thread, as
+    SIGTERM may, would otherwise wait for a message that never comes), and a parent that is
+    gone is seen even where no death signal exists."""
+    while True:
+        try:
+            return inbox.get(timeout=0.2)
+        except queue_module.Empty:
+            if os.getppid() != parent:
+                raise SystemExit(1) from None
 
 
 def run_on_gpus(
@@ -321,15 +430,17 @@ def run_on_gpus(
 ) -> list[Any]:
     """Run each request in its own process on its GPU; the ShardResults, in shard order.
 
-    The processes :func:`start_early` prestarted serve when they are on these GPUs (and run
-    this ``target``), else new ones start. ``target(request, on_event=...)`` (a module-level function; default
+    The processes :func:`start_early` prestarted serve when :meth:`ShardProcesses.fits` says
+    so (same GPUs, target, device, dataset and cache folder), else they are stopped and new
+    ones start. ``target(request, on_event=...)`` (a module-level function; default
     ``runflow.execute``) is what each child runs."""
-    shards = None
-    if _PRESTARTED and _PRESTARTED[0].device_ids == list(device_ids) \
-            and _PRESTARTED[0].target is target:
-        shards = _PRESTARTED.pop()
+    global _prestarted
+    first = requests[0]
+    shards = _prestarted if _prestarted is not None and \
+        _prestarted.fits(device_ids, target, first) else None
+    if shards is not None:
+        _prestarted = None
     discard_prestarted()
     if shards is None:
-        first = requests[0]
         shards = ShardProcesses(device_ids, first.device or "auto", first.dataset_path, target)
     return shards.run(requests, on_event)

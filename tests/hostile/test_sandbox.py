@@ -78,3 +78,21 @@ def test_a_signal_death_inside_the_sandbox_is_reported_as_one(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     rc = subprocess.run([sys.executable, "-c", code], env=env, timeout=60).returncode
     assert rc in (-9, 137)  # killed directly, or relayed by the namespace's init as 128 + 9
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
+def test_a_process_whose_parent_ended_before_it_asked_leaves_at_once() -> None:
+    """``die_with_parent(pid)`` in a process whose starter (``pid``) is already gone: the
+    kernel would never signal it, so it leaves by itself (a worker or a GPU process that lost
+    its launcher while it booted)."""
+    code = ("import sys, os; from fib_core.bench.sandbox import die_with_parent; "
+            "die_with_parent(int(sys.argv[1])); print('still here')")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, timeout=60).stdout.strip()
+    gone = subprocess.run([sys.executable, "-c", code, ended], capture_output=True, text=True,
+                          timeout=60, env=env)  # its starter: a process that has ended
+    assert gone.returncode == 1 and "still here" not in gone.stdout, gone.stderr
+    stays = subprocess.run([sys.executable, "-c", code, str(os.getpid())], capture_output=True,
+                           text=True, timeout=60, env=env)
+    assert stays.returncode == 0 and "still here" in stays.stdout, stays.stderr

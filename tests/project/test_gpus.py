@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from fib_core.errors import ConfigError, FibError
+from fib_core.project import gpus
 from fib_core.project.gpus import (
-    _PRESTARTED,
     _early_device_ids,
     parse_gpus,
     physical_ids,
     plan_shards,
-    prestart,
     run_on_gpus,
     spread_by_cost,
     visible_gpu_count,
@@ -142,19 +142,57 @@ def test_a_user_error_in_a_child_is_one_line(fake_target) -> None:
     assert "\n" not in str(info.value)
 
 
+@pytest.fixture
+def cuda_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on a machine with a CUDA build of torch and no NVIDIA driver folder to count."""
+    monkeypatch.setattr(gpus, "_torch_has_cuda", lambda: True)
+    monkeypatch.setattr(gpus, "_installed_gpus", lambda: None)
+
+
 @pytest.mark.parametrize(
     ("listed", "count"),
-    [("0,1", 2), ("3", 1), ("", 0), ("-1", 0), ("0,-1,2", 1), ("GPU-abc,GPU-def", 2)],
+    [
+        ("0,1", 2),
+        ("3", 1),
+        ("", 0),
+        ("-1", 0),
+        ("0,-1,2", 1),  # up to the first entry that is not a device
+        ("0,1,foo", 2),
+        ("1a,2", 2),  # an ordinal is the entry's leading number
+        ("0,0", 0),  # a repeated device: none
+        ("GPU-abc,GPU-def", 2),
+        ("GPU-a,GPU-a", 0),
+        ("GPU-abc,0", 1),  # identifiers of the first entry's kind only
+    ],
 )
-def test_visible_gpus_are_read_from_cuda_visible_devices(
-    monkeypatch: pytest.MonkeyPatch, listed: str, count: int
+def test_visible_gpus_are_read_from_cuda_visible_devices_as_cuda_reads_it(
+    monkeypatch: pytest.MonkeyPatch, cuda_torch: None, listed: str, count: int
 ) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", listed)
     assert visible_gpu_count() == count
 
 
+def test_visible_gpus_are_at_most_the_installed_ones_and_none_for_a_cpu_torch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(gpus, "_torch_has_cuda", lambda: True)
+    monkeypatch.setattr(gpus, "_installed_gpus", lambda: 1)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert visible_gpu_count() == 1
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert visible_gpu_count() == 1
+    monkeypatch.setattr(gpus, "_torch_has_cuda", lambda: False)  # runs on the CPU
+    assert visible_gpu_count() is None
+
+
+def test_the_torch_build_is_read_without_importing_it() -> None:
+    import torch
+
+    assert gpus._torch_has_cuda() == (torch.version.cuda is not None)
+
+
 @pytest.mark.parametrize(
-    ("listed", "gpus", "ids"),
+    ("listed", "choice", "ids"),
     [
         ("0,1", None, [0, 1]),  # every visible GPU: one process each
         ("0", None, None),  # one GPU: the run stays in the launcher's process
@@ -164,53 +202,117 @@ def test_visible_gpus_are_read_from_cuda_visible_devices(
     ],
 )
 def test_which_gpus_get_a_process_before_the_run(
-    monkeypatch: pytest.MonkeyPatch, listed: str, gpus: str | None, ids: list[int] | None
+    monkeypatch: pytest.MonkeyPatch, cuda_torch: None, listed: str, choice: str | None,
+    ids: list[int] | None,
 ) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", listed)
-    assert _early_device_ids(gpus) == ids
+    assert _early_device_ids(choice) == ids
+
+
+def _prestarted(fake_target, ids=("3", "7")) -> gpus.ShardProcesses:
+    gpus.prestart(list(ids), "auto", None, target=fake_target)
+    assert gpus._prestarted is not None
+    return gpus._prestarted
 
 
 def test_prestarted_processes_serve_the_run_on_their_gpus(fake_target) -> None:
-    prestart(["3", "7"], "cuda", None, target=fake_target)
-    waiting = _PRESTARTED[0]
+    waiting = _prestarted(fake_target)
     plans = plan_shards(_request(), ["w0", "w1", "w2"], [1.0, 5.0, 1.0], [0, 1])
     shards = run_on_gpus(plans, ["3", "7"], target=fake_target)
     assert [s.messages for s in shards] == [["3"], ["7"]]
-    assert not _PRESTARTED  # taken by the run
+    assert gpus._prestarted is None  # taken by the run
     assert all(p.exitcode == 0 for p in waiting.procs)  # the very processes started before
 
 
-def test_prestarted_processes_on_other_gpus_are_stopped(fake_target) -> None:
-    prestart(["3", "7"], "cuda", None, target=fake_target)
-    waiting = _PRESTARTED[0]
-    plans = plan_shards(_request(), ["w0", "w1"], [1.0, 1.0], [0])
-    shards = run_on_gpus(plans, ["5"], target=fake_target)
-    assert [s.messages for s in shards] == [["5"]]
-    assert not _PRESTARTED
-    assert all(p.exitcode == 0 for p in waiting.procs)  # told to go, went
+@pytest.mark.parametrize("change", ["gpus", "cache folder", "dataset"])
+def test_prestarted_processes_that_do_not_fit_the_run_are_stopped(
+    fake_target, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, change: str
+) -> None:
+    waiting = _prestarted(fake_target)
+    request, ids = _request(), ["3", "7"]
+    if change == "gpus":
+        ids = ["5"]
+    elif change == "cache folder":  # the children took the old one at start
+        monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path / "another-cache"))
+    else:
+        request.dataset_path = str(tmp_path)
+    plans = plan_shards(request, ["w0", "w1"], [1.0, 1.0], list(range(len(ids))))
+    shards = run_on_gpus(plans, ids, target=fake_target)
+    assert [s.messages for s in shards] == [[i] for i in ids]  # new processes ran it
+    assert gpus._prestarted is None
+    assert all(p.exitcode not in (0, None) for p in waiting.procs)  # stopped, not served
+
+
+def test_a_request_that_cannot_be_sent_fails_at_once_and_stops_the_processes(
+    fake_target,
+) -> None:
+    import threading
+
+    waiting = _prestarted(fake_target)
+    plans = plan_shards(_request(), ["w0", "w1"], [1.0, 1.0], [0, 1])
+    plans[0].engine["extra"] = {"lock": threading.Lock()}  # not picklable
+    with pytest.raises(TypeError, match="pickle"):
+        run_on_gpus(plans, ["3", "7"], target=fake_target)
+    assert not any(p.is_alive() for p in waiting.procs)
+
+
+def test_a_failed_start_stops_the_processes_already_started(
+    fake_target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from multiprocessing.context import SpawnProcess
+
+    started: list = []
+    real_start = SpawnProcess.start
+
+    def start(self) -> None:
+        if started:
+            raise OSError(11, "Resource temporarily unavailable")
+        real_start(self)
+        started.append(self)
+
+    monkeypatch.setattr(SpawnProcess, "start", start)
+    with pytest.raises(OSError, match="temporarily"):
+        gpus.ShardProcesses(["3", "7"], "auto", None, target=fake_target)
+    assert len(started) == 1 and not started[0].is_alive()
 
 
 LAUNCHER = """
-import os, sys
+import os, sys, time
 sys.path[:0] = [{root!r}, {fake!r}]
 import fake_gpu_target
-from fib_core.project.gpus import _PRESTARTED, prestart
+from fib_core.project import gpus
 
 if __name__ == "__main__":
-    prestart(["0", "1"], "cuda", None, target=fake_gpu_target.fake_execute)
-    print(" ".join(str(p.pid) for p in _PRESTARTED[0].procs), flush=True)
+    real = sys.argv[2] == "real"  # each process boots a CPU judge and worker, as a run would
+    gpus.prestart(["0", "1"], "cpu", None,
+                  target=None if real else fake_gpu_target.fake_execute)
+    print(" ".join(str(p.pid) for p in gpus._prestarted.procs), flush=True)
+    time.sleep(float(sys.argv[3]))  # the processes are still booting
     if sys.argv[1] == "killed":
         os.kill(os.getpid(), 9)
     raise SystemExit("config.toml: a mistake found before the run")
 """
 
 
-@pytest.mark.parametrize("end", ["error", "killed"])
+@pytest.mark.parametrize(
+    ("end", "boot", "wait"),
+    [
+        ("error", "fake", 0.0),
+        ("killed", "fake", 0.0),
+        # stopped while starting, while importing torch beside its judge and worker, waiting
+        ("error", "real", 0.3),
+        ("error", "real", 1.5),
+        ("error", "real", 6.0),
+        ("killed", "real", 0.3),
+        ("killed", "real", 1.5),
+    ],
+)
 def test_prestarted_processes_end_with_their_launcher(
-    fake_target, tmp_path: Path, end: str
+    fake_target, tmp_path: Path, end: str, boot: str, wait: float
 ) -> None:
-    """A launcher that stops before its run (a user error, or killed) leaves no GPU process
-    behind, and does not hang waiting for them."""
+    """A launcher that stops before its run (a user error, or killed) leaves no process
+    behind (its GPU processes, their judges and workers) and no log folder, and does not
+    wait for processes still booting."""
     import os
     import subprocess
     import sys
@@ -219,17 +321,46 @@ def test_prestarted_processes_end_with_their_launcher(
     script = tmp_path / "launcher.py"
     root = str(Path(__file__).resolve().parents[2])
     script.write_text(LAUNCHER.format(root=root, fake=str(tmp_path)))
-    done = subprocess.run([sys.executable, str(script), end], capture_output=True, text=True,
-                          timeout=60)
-    pids = [int(p) for p in done.stdout.split()]
-    assert len(pids) == 2, done.stderr
-    deadline = time.monotonic() + 10
-    alive = pids
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp)}
+    launcher = subprocess.Popen([sys.executable, str(script), end, boot, str(wait)],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                env=env)
+    children = [int(p) for p in launcher.stdout.readline().split()]
+    assert len(children) == 2
+    family = set(children)
+    deadline = time.monotonic() + 60
+    while launcher.poll() is None and time.monotonic() < deadline:
+        family |= _started_by(children)  # their judges and workers, as they appear
+        time.sleep(0.05)
+    assert launcher.poll() is not None, "the launcher waited for its GPU processes"
+    deadline = time.monotonic() + 20
+    alive = family
     while alive and time.monotonic() < deadline:
-        alive = [p for p in pids if _running(p)]
+        alive = {p for p in family if _running(p)}
         time.sleep(0.1)
-    assert not alive, f"GPU processes {alive} outlived their launcher ({end})"
-    assert os.getpid() not in pids
+    assert not alive, f"processes {sorted(alive)} outlived their launcher ({end}, {boot} boot)"
+    if boot == "real" and wait >= 1.5:
+        assert len(family) > 2  # the judges and workers did start
+    assert not list(temp.glob("fib-bench-logs-*")), "a log folder was left behind"
+
+
+def _started_by(parents: list[int]) -> set[int]:
+    """Processes whose command line names one of ``parents`` as ``--parent``."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        for i, arg in enumerate(args[:-1]):
+            if arg == b"--parent" and args[i + 1].decode(errors="replace") in map(str, parents):
+                found.add(int(entry))
+    return found
 
 
 def _running(pid: int) -> bool:
