@@ -73,3 +73,16 @@ def dataset_env_path() -> Path | None:
     """``$FIB_DATASET_PATH`` as a path when set (and not blank), else None."""
     env = os.environ.get(DATASET_ENV, "").strip()
     return Path(env).expanduser() if env else None
+
+
+def torch_package_dir() -> Path | None:
+    """The installed torch package's folder, found without importing torch (a launcher asks
+    before its own torch import); None when torch is not installed."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    return Path(locations[0]) if locations else None

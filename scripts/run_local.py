@@ -141,14 +141,14 @@ def split_compare(value: str | None) -> tuple[Path | None, str | None]:
 def torch_bytecode_missing() -> bool:
     """PYTHONDONTWRITEBYTECODE is set and torch's package folder holds no compiled bytecode
     (looked up without importing torch)."""
-    import importlib.util
+    from fib_core.paths import torch_package_dir
 
     if not os.environ.get("PYTHONDONTWRITEBYTECODE"):
         return False
-    spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.submodule_search_locations:
+    folder = torch_package_dir()
+    if folder is None:
         return False
-    cache = Path(next(iter(spec.submodule_search_locations))) / "__pycache__"
+    cache = folder / "__pycache__"
     return not (cache.is_dir() and any(cache.glob("*.pyc")))
 
 

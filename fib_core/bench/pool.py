@@ -562,7 +562,7 @@ def launch_early(device: str, dataset_root: str | Path | None) -> None:
     if not trusted:
         handles.append(JudgeHandle(device, log_dir))
     for handle in handles:
-        handle.early_environment = _environment_print()
+        handle.early_environment = environment_print()
         try:
             handle.launch()
         except OSError:  # could not even spawn: the Benchmark will start its own and say why
@@ -585,7 +585,7 @@ def take_early(role: str, device: str, readonly: Sequence[str] = (),
     first worker once, so it would hold that context, unused, until the launcher exits."""
     for handle in _EARLY:
         fits = (
-            handle.early_environment == _environment_print()
+            handle.early_environment == environment_print()
             and handle.role == role
             and handle.requested_device in (device, "auto")
             and handle.readonly == list(readonly)
@@ -602,8 +602,9 @@ def take_early(role: str, device: str, readonly: Sequence[str] = (),
     return None
 
 
-def _environment_print() -> str:
-    """What an early process took from the environment at launch: the cache folder."""
+def environment_print() -> str:
+    """What a process started ahead of its run took from the environment: the cache folder
+    (its judge signs with that folder's key, its worker's sandbox protects that folder)."""
     from fib_core.paths import cache_dir
 
     return str(cache_dir().resolve())

@@ -155,14 +155,14 @@ def _installed_gpus() -> int | None:
 def _torch_has_cuda() -> bool:
     """Whether the installed torch was built with CUDA, read from its ``version.py`` without
     importing it (a CPU build on a GPU machine runs on the CPU: no GPU processes then)."""
-    import importlib.util
     import re
 
+    from fib_core.paths import torch_package_dir
+
+    folder = torch_package_dir()
     try:
-        spec = importlib.util.find_spec("torch")
-        folder = next(iter(spec.submodule_search_locations or [])) if spec else None
-        text = (Path(folder) / "version.py").read_text(encoding="utf-8") if folder else ""
-    except (OSError, ValueError, ImportError, StopIteration):
+        text = (folder / "version.py").read_text(encoding="utf-8") if folder else ""
+    except OSError:
         return True  # unknown: torch decides later
     return re.search(r"^cuda\b[^=\n]*=\s*None\s*$", text, re.MULTILINE) is None
 
@@ -182,14 +182,14 @@ class ShardProcesses:
                  target: Callable | None = None) -> None:
         import multiprocessing
 
-        from fib_core.paths import cache_dir
+        from fib_core.bench.pool import environment_print
 
         ctx = multiprocessing.get_context("spawn")
         self.device_ids = list(device_ids)
         self.target = target
         # What the children took from here at start, for run_on_gpus's fit check.
         self.device, self.dataset_root = device, dataset_root
-        self.cache = str(cache_dir().resolve())
+        self.environment = environment_print()
         self.channel = ctx.Queue()
         # Requests go pickled (see run), so a queue's put does not wait for a child still
         # booting, nor for one that died; nor does this process's exit.
@@ -217,14 +217,14 @@ class ShardProcesses:
     def fits(self, device_ids: Sequence[str], target: Callable | None, request: Any) -> bool:
         """Whether these children can run ``request`` on ``device_ids``: the same GPUs, the
         same target, and what they took at start (device, dataset, cache folder) still true."""
-        from fib_core.paths import cache_dir
+        from fib_core.bench.pool import environment_print
 
         return (
             self.device_ids == list(device_ids)
             and self.target is target
             and self.device in (request.device, "auto")
             and self.dataset_root == request.dataset_path
-            and self.cache == str(cache_dir().resolve())
+            and self.environment == environment_print()
         )
 
     def run(self, requests: Sequence[Any], on_event: Callable[[Any], None] | None) -> list[Any]:
