@@ -7,8 +7,8 @@
 
 Each definition's default starter runs through the same flow as ``run_local.py`` (settings
 from the definition's evaluation-settings file), twice: first with a fresh ``FIB_CACHE_DIR``
-(builds, embedded dataset, reference outputs and latency all computed), then again with that
-cache warm. Printed per definition: workloads, cold and warm wall time, the GPU time the
+(builds, the solution's Triton kernels, embedded dataset, reference outputs and latency all
+computed), then again with that cache warm. Printed per definition: workloads, cold and warm wall time, the GPU time the
 solution's timed calls account for (latency x calls), the harness's share of the warm run,
 and the warm run's per-phase breakdown; each run's own line gives its start-up (until the
 first workload starts) and wind-down (from the last workload's end until the run returns). ``--compare-timing`` adds a third, warm run timed the
@@ -165,13 +165,17 @@ def _mark_handover(started: float, marks: dict[str, float]) -> Any:
 
 def _run(cfg: Any, opts: Any, gpus: str | None, cache: Path, extra: dict | None,
          label: str = "run") -> dict:
-    """One run through the run_local flow with FIB_CACHE_DIR=cache; wall time and traces."""
+    """One run through the run_local flow with FIB_CACHE_DIR=cache; wall time and traces.
+
+    Triton's cache goes in there too (``TRITON_CACHE_DIR``), so a first run compiles the
+    solution's kernels as on a fresh machine, or after an edit to them."""
     from fib_core.project.gpus import start_early
     from fib_core.project.pack import pack_solution
     from fib_core.project.runflow import execute_on_gpus, make_request, merge_shards
     from fib_core.project.workspace import resolve_dataset
 
     os.environ["FIB_CACHE_DIR"] = str(cache)
+    os.environ["TRITON_CACHE_DIR"] = str(cache / "triton")
     started = time.perf_counter()
     dataset = resolve_dataset()[0]
     start_early(opts.flags.get("device"), gpus, dataset)  # as run_local does

@@ -131,30 +131,40 @@ class Benchmark:
                      dump_traces: bool = False, resume: bool = False) -> list:
         """Evaluate one solution on ``workloads`` (workload records or Workloads; None = all of
         its definition's, filtered by the config). ``progress`` is an alias of ``on_event``.
-        With ``dump_traces`` each trace is appended to the dataset as soon as it exists."""
+        With ``dump_traces`` each trace is appended to the dataset as soon as it exists.
+        ``workloads`` may be a :class:`fib_core.bench.stream.WorkloadStream` (several GPUs'
+        shared queue): each is taken when the previous one is done; ``total`` in the events
+        then counts the whole queue's workloads, whoever runs them, ``index`` this run's own."""
+        from fib_core.bench.stream import WorkloadStream
+
         callback = on_event or progress or self.on_event
         self._device_kind()  # fixed from the first run on: its workers live on that device
         definition = self._definition(solution)
-        items = self._workloads(definition.name, workloads)
+        stream = workloads if isinstance(workloads, WorkloadStream) else None
+        items = stream if stream is not None else self._workloads(definition.name, workloads)
+        total = stream.total if stream is not None else len(items)
         if resume and dump_traces and self.trace_set.root is not None:
             self._lock_resume(definition.name, solution.name, callback)
         done = finished_pairs(self.trace_set, definition.name) if resume else {}
-        emit(callback, SolutionStarted(solution.name, definition.name, len(items)))
+        emit(callback, SolutionStarted(solution.name, definition.name, total))
         for finding in self._audit(solution):
             emit(callback, Log(f"{solution.name}: audit: {finding}", "warning"))
         traces = []
         for index, workload in enumerate(items):
             if resume and is_finished(done, solution, workload.uuid, self._device_kind()):
-                emit(callback, WorkloadSkipped(workload.uuid, solution.name, index, len(items)))
+                emit(callback, WorkloadSkipped(workload.uuid, solution.name, index, total))
                 continue
-            emit(callback, WorkloadStarted(workload.uuid, index, len(items), solution.name))
-            upcoming = items[index + 1] if index + 1 < len(items) else None
+            emit(callback, WorkloadStarted(workload.uuid, index, total, solution.name))
+            if stream is not None:
+                upcoming = stream.peek()
+            else:
+                upcoming = items[index + 1] if index + 1 < len(items) else None
             trace = self._run_one(definition, solution, workload, callback,
                                   more=upcoming is not None, upcoming=upcoming)
             if dump_traces:
                 self._trace_sink(callback).save([trace])
             traces.append(trace)
-            emit(callback, WorkloadFinished(trace, index, len(items)))
+            emit(callback, WorkloadFinished(trace, index, total))
         self._unlock_resume()
         return traces
 

@@ -1,21 +1,23 @@
-"""Several GPUs for one run: one shard per GPU, workloads spread by cost, results in order.
+"""Several GPUs for one run: one process per GPU, taking workloads from one shared queue.
 
 ``run_local.py`` uses every visible GPU (``--gpus 0,1`` or ``--gpus 1`` to choose). Each GPU
 gets its own child process, started fresh (spawn) with ``CUDA_VISIBLE_DEVICES`` naming that
-GPU alone, and runs the usual :func:`fib_core.project.runflow.execute` on its share: its own
-persistent worker, its own build and reference caches in memory (the disk caches are shared;
-their writes are atomic). The parent forwards the children's progress events and merges the
-shards in the selection's order, so the table reads as a one-GPU run's. A launcher calls
-:func:`start_early` first, so that these processes (or, on one GPU, the run's judge and first
-worker) boot while it imports torch, loads the dataset and packs.
+GPU alone, and runs the usual :func:`fib_core.project.runflow.execute`, taking its workloads
+one at a time from a queue the GPUs share (:mod:`fib_core.project.work_queue`: size order, one
+GPU from each end), each with its own persistent worker and its own build and reference caches
+in memory (the disk caches are shared; their writes are atomic). The parent forwards the
+children's progress events, numbered across GPUs, and merges their traces in the selection's
+order, so the table reads as a one-GPU run's. A launcher calls :func:`start_early` first, so
+that these processes (or, on one GPU, the run's judge and first worker) boot while it imports
+torch, loads the dataset and packs.
 
-Example (the plan; ``run_on_gpus(plan_shards(request, uuids, costs, gpus),
-physical_ids(gpus))`` then runs it):
+Example (the plan; ``run_on_gpus(plan_queue(request, selection, 2), physical_ids([0, 1]))``
+then runs it):
 
 >>> parse_gpus("0,1", visible=2)
 [0, 1]
->>> spread_by_cost([5.0, 1.0, 1.0, 3.0], 2)
-[[0], [1, 2, 3]]
+>>> physical_ids([1], {"CUDA_VISIBLE_DEVICES": "4,5"})
+['5']
 """
 
 from __future__ import annotations
@@ -23,14 +25,16 @@ from __future__ import annotations
 import os
 import queue as queue_module
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from fib_core.errors import ConfigError, FibError
+from fib_core.project.work_queue import QueueTaker, WorkQueue, queue_plan
 
-# A workload's cost in the spreading heuristic: a fixed part (worker round trip, inputs,
-# checks) plus a part that grows with its roofline size (kernels, reference, transfers).
+# A workload's cost, for cutting the queue into lanes of near-equal work: a fixed part (worker
+# round trip, inputs, checks) plus a part that grows with its roofline size (kernels,
+# reference, transfers). Only a guess: the GPUs of a lane meet wherever its work splits.
 FIXED_SHARE = 1.0
 SIZE_SHARE = 10.0
 
@@ -61,22 +65,8 @@ def parse_gpus(text: str | None, visible: int) -> list[int]:
     return chosen
 
 
-def spread_by_cost(costs: Sequence[float], bins: int) -> list[list[int]]:
-    """Indices of ``costs`` in ``bins`` groups of near-equal total cost (largest first, each to
-    the least-loaded group; ties to the lower group), each group in the original order."""
-    if bins < 1:
-        raise ValueError("bins must be >= 1")
-    loads = [0.0] * bins
-    groups: list[list[int]] = [[] for _ in range(bins)]
-    for i in sorted(range(len(costs)), key=lambda i: (-costs[i], i)):
-        target = min(range(bins), key=lambda b: (loads[b], b))
-        groups[target].append(i)
-        loads[target] += costs[i]
-    return [sorted(g) for g in groups]
-
-
 def workload_costs(definition: str, axes_list: Sequence[dict[str, int]]) -> list[float]:
-    """Relative cost of each workload for spreading (equal when the definition has no model)."""
+    """Relative cost of each workload (equal when the definition has no model)."""
     from fib_core.dataset.roofline import workload_cost
 
     try:
@@ -98,17 +88,23 @@ def physical_ids(gpus: Sequence[int], env: dict[str, str] | None = None) -> list
     return [listed[g] if g < len(listed) else str(g) for g in gpus]
 
 
-def plan_shards(
-    request: Any, selection_uuids: list[str], costs: list[float], gpus: Sequence[int]
-) -> list[Any]:
-    """One request per GPU with the uuids it runs (``assigned``), spread by ``costs``."""
-    groups = spread_by_cost(costs, len(gpus))
-    return [
-        replace(
-            request, shard=i, num_shards=len(gpus), assigned=[selection_uuids[k] for k in group]
-        )
-        for i, group in enumerate(groups)
-    ]
+@dataclass
+class QueuePlan:
+    """A run on several GPUs: one request per GPU (each holding the queue's order of uuids)
+    and the queue's lanes (:func:`fib_core.project.work_queue.queue_plan`)."""
+
+    requests: list[Any]
+    lanes: list[tuple[int, int]]
+
+
+def plan_queue(request: Any, selection: Sequence[Any], gpus: int) -> QueuePlan:
+    """The plan for ``request`` on ``gpus`` GPUs: ``selection`` (its workload records) in the
+    queue's size order, lanes of near-equal cost by :func:`workload_costs`."""
+    axes = [dict(t.workload.axes) for t in selection]
+    order, lanes = queue_plan(workload_costs(request.definition, axes), axes, gpus)
+    uuids = [selection[i].workload.uuid for i in order]
+    requests = [replace(request, shard=i, num_shards=gpus, queue=uuids) for i in range(gpus)]
+    return QueuePlan(requests, lanes)
 
 
 def visible_gpu_count() -> int | None:
@@ -191,6 +187,7 @@ class ShardProcesses:
         self.device, self.dataset_root = device, dataset_root
         self.environment = environment_print()
         self.channel = ctx.Queue()
+        self.queue = WorkQueue(ctx, len(self.device_ids))  # filled by run
         # Requests go pickled (see run), so a queue's put does not wait for a child still
         # booting, nor for one that died; nor does this process's exit.
         self.inboxes = [ctx.Queue() for _ in self.device_ids]
@@ -199,10 +196,10 @@ class ShardProcesses:
         self.served = False
         self.procs = [
             ctx.Process(target=_child,
-                        args=(dev, self.channel, inbox, device, dataset_root, target,
-                              os.getpid()),
+                        args=(dev, QueueTaker(self.queue, index), self.channel, inbox, device,
+                              dataset_root, target, os.getpid()),
                         daemon=False)
-            for dev, inbox in zip(self.device_ids, self.inboxes, strict=True)
+            for index, (dev, inbox) in enumerate(zip(self.device_ids, self.inboxes, strict=True))
         ]
         started = []
         try:
@@ -227,18 +224,20 @@ class ShardProcesses:
             and self.environment == environment_print()
         )
 
-    def run(self, requests: Sequence[Any], on_event: Callable[[Any], None] | None) -> list[Any]:
-        """Hand each child its request; the ShardResults, in shard order."""
+    def run(self, plan: QueuePlan, on_event: Callable[[Any], None] | None) -> list[Any]:
+        """Fill the queue, hand each child its request; the ShardResults, in shard order."""
         import pickle
 
         # Pickled here: a request that cannot be sent fails now, not in a queue's thread
         # (which would only print it and leave the children waiting).
         try:
-            payloads = [pickle.dumps(request) for request in requests]
+            payloads = [pickle.dumps(request) for request in plan.requests]
+            self.queue.fill(plan.lanes)
         except BaseException:
             self.close()
             raise
         self.served = True
+        forward = _numbered(on_event)
         for inbox, payload in zip(self.inboxes, payloads, strict=True):
             inbox.put(payload)
         results: list[Any] = []
@@ -253,8 +252,7 @@ class ShardProcesses:
                         errors.append("a GPU process ended without a result (see its output above)")
                     continue
                 if kind == "event":
-                    if on_event is not None:
-                        on_event(payload)
+                    forward(payload)
                 elif kind == "result":
                     results.append(payload)
                 elif kind == "bug":
@@ -355,8 +353,8 @@ def discard_prestarted() -> None:
         shards.close()
 
 
-def _child(device_id: str, channel: Any, inbox: Any, device: str, dataset_root: str | None,
-           target: Callable | None, parent: int) -> None:
+def _child(device_id: str, queue: QueueTaker, channel: Any, inbox: Any, device: str,
+           dataset_root: str | None, target: Callable | None, parent: int) -> None:
     """Child process: this GPU only; boot, wait for the request, run the usual shard
     execution; events go to the parent (``parent``). SIGTERM (the parent's ``close``, or the
     parent's death) ends it at once: its judge and worker are killed (those of a run it was
@@ -385,18 +383,20 @@ def _child(device_id: str, channel: Any, inbox: Any, device: str, dataset_root: 
 
             launch_early(device, dataset_root)
             from fib_core.project.runflow import execute as target
-            from fib_core.project.runflow import resolve_device
-
-            try:  # the driver's start (no context), while the launcher is still busy
-                resolve_device(device)
-            except FibError:
-                pass  # the run itself says what is wrong
         payload = _wait_for_request(inbox, parent)
         if payload is None:  # no run for this process
             return
         request = pickle.loads(payload)
-        shard = target(request, on_event=lambda event: channel.put(("event", event)))
+        shard = target(request, on_event=lambda event: channel.put(("event", event)),
+                       queue=queue)
         channel.put(("result", shard))
+        # Done: its judge and worker are closed. Leave without the interpreter's teardown
+        # (torch's, about half a second the launcher would wait for), once the result is out.
+        channel.close()
+        channel.join_thread()
+        discard_early(remove_logs=True)
+        remove_private_dirs()
+        os._exit(0)
     except FibError as err:  # a user mistake: one line, as in a one-GPU run
         channel.put(("error", f"GPU {device_id}: {err}"))
     except SystemExit:  # its parent is gone: nobody waits for a report
@@ -423,19 +423,22 @@ def _wait_for_request(inbox: Any, parent: int) -> bytes | None:
 
 
 def run_on_gpus(
-    requests: Sequence[Any],
+    plan: QueuePlan,
     device_ids: Sequence[str],
     on_event: Callable[[Any], None] | None = None,
     target: Callable | None = None,
 ) -> list[Any]:
-    """Run each request in its own process on its GPU; the ShardResults, in shard order.
+    """Run ``plan`` with one process per GPU of ``device_ids`` (one per request, in order);
+    the ShardResults, in shard order.
 
     The processes :func:`start_early` prestarted serve when :meth:`ShardProcesses.fits` says
     so (same GPUs, target, device, dataset and cache folder), else they are stopped and new
-    ones start. ``target(request, on_event=...)`` (a module-level function; default
-    ``runflow.execute``) is what each child runs."""
+    ones start. ``target(request, on_event=..., queue=...)`` (a module-level function; default
+    ``runflow.execute``; ``queue``: that GPU's :class:`QueueTaker`) is what each child runs."""
     global _prestarted
-    first = requests[0]
+    if len(plan.requests) != len(device_ids):
+        raise ValueError(f"{len(plan.requests)} requests for {len(device_ids)} GPUs")
+    first = plan.requests[0]
     shards = _prestarted if _prestarted is not None and \
         _prestarted.fits(device_ids, target, first) else None
     if shards is not None:
@@ -443,4 +446,35 @@ def run_on_gpus(
     discard_prestarted()
     if shards is None:
         shards = ShardProcesses(device_ids, first.device or "auto", first.dataset_path, target)
-    return shards.run(requests, on_event)
+    return shards.run(plan, on_event)
+
+
+def _numbered(on_event: Callable[[Any], None] | None) -> Callable[[Any], None]:
+    """``on_event`` for the children's events, numbered across GPUs: each GPU counts its own
+    workloads and announces the whole queue, so the run starts once and its workloads count
+    1..N in the order they start and end, as on one GPU."""
+    from fib_core.bench.events import (
+        SolutionStarted,
+        WorkloadFinished,
+        WorkloadSkipped,
+        WorkloadStarted,
+    )
+
+    counts = {"started": 0, "ended": 0, "announced": 0}
+
+    def forward(event: Any) -> None:
+        if on_event is None:
+            return
+        if isinstance(event, SolutionStarted):
+            counts["announced"] += 1
+            if counts["announced"] > 1:
+                return
+        elif isinstance(event, WorkloadStarted):
+            event = replace(event, index=counts["started"])
+            counts["started"] += 1
+        elif isinstance(event, WorkloadFinished | WorkloadSkipped):
+            event = replace(event, index=counts["ended"])
+            counts["ended"] += 1
+        on_event(event)
+
+    return forward

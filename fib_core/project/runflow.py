@@ -89,8 +89,10 @@ class RunRequest:
     num_shards: int = 1
     cross_check: bool = False  # also time each workload with every timer (GPU only)
     contest: bool = False
-    # The uuids this shard runs (several GPUs spread by cost); None = round-robin ``shard_of``.
-    assigned: list[str] | None = None
+    # Several GPUs of this machine: every selected uuid, in the order of the queue the GPUs
+    # share (fib_core.project.work_queue); the shard takes its workloads from that queue.
+    # None = this shard runs its round-robin share (``shard_of``).
+    queue: list[str] | None = None
 
     def for_shard(self, index: int, count: int) -> RunRequest:
         return RunRequest(**{**asdict(self), "shard": index, "num_shards": count})
@@ -230,12 +232,15 @@ def execute(
     request: RunRequest,
     on_event: Callable[[Any], None] | None = None,
     trace_set: TraceSet | None = None,
+    queue: Any = None,
 ) -> ShardResult:
     """Benchmark the request's shard here and return its traces (runs on the GPU machine).
 
     ``trace_set``: the request's dataset when the caller has it loaded already (a local run);
-    None loads ``request.dataset_path`` (another machine, another process)."""
+    None loads ``request.dataset_path`` (another machine, another process). ``queue``: this
+    GPU's :class:`fib_core.project.work_queue.QueueTaker`, for a request with ``queue`` set."""
     from fib_core.bench import Benchmark, BenchmarkConfig
+    from fib_core.bench.stream import WorkloadStream
     from fib_core.compile import BuildOptions
     from fib_core.data import Solution
     from fib_core.project.dataset_checks import check_blobs
@@ -245,23 +250,34 @@ def execute(
     if request.definition not in trace_set.definitions:
         raise ConfigError(f"definition {request.definition} is not in the dataset at {path}")
     selection = select_for(request, trace_set, device)
-    if request.assigned is not None:
-        chosen = set(request.assigned)
-        mine = [t for t in selection if t.workload.uuid in chosen]
+    stream = None
+    if request.queue is not None:
+        if queue is None:
+            raise ValueError("a request with a shared queue's order needs that queue")
+        by_uuid = {t.workload.uuid: t for t in selection}
+        if sorted(by_uuid) != sorted(request.queue):
+            raise ValueError("the shared queue's order is not this shard's selection")
+        check_blobs(trace_set, request.definition, [t.workload for t in selection])
+        stream = WorkloadStream([by_uuid[u] for u in request.queue], queue)
+        mine: list[Any] = []
     else:
         mine = shard_of(selection, request.shard, request.num_shards)
-    check_blobs(trace_set, request.definition, [t.workload for t in mine])
+        check_blobs(trace_set, request.definition, [t.workload for t in mine])
     config = BenchmarkConfig(
         device=device, build_options=BuildOptions(**request.build), **request.engine
     )
     solution = Solution.from_dict(request.solution)
     with Benchmark(trace_set, config) as bench:
-        traces = bench.run_solution(solution, mine, on_event=on_event) if mine else []
-    gpu = None
-    if device == "cuda":
-        import torch
-
-        gpu = torch.cuda.get_device_name()
+        if stream is not None:
+            traces = bench.run_solution(solution, stream, on_event=on_event)
+            ran = {w.uuid for w in stream.taken}
+            mine = [t for t in selection if t.workload.uuid in ran]
+        else:
+            traces = bench.run_solution(solution, mine, on_event=on_event) if mine else []
+    # The GPU's name as the judge recorded it: this process may have no CUDA context, and
+    # making one to ask costs about half a second at the end of every run.
+    gpu = next((t.evaluation.environment.hardware for t in traces
+                if t.evaluation is not None), None) if device == "cuda" else None
     result = ShardResult(
         shard=request.shard,
         order=[t.workload.uuid for t in selection],
@@ -297,7 +313,8 @@ def execute_on_gpus(
     trace_set: TraceSet | None = None,
 ) -> list[ShardResult]:
     """Benchmark on several GPUs of this machine (``gpus``: "0,1", "1", None = every visible
-    one): one process per GPU, workloads spread by cost (:mod:`fib_core.project.gpus`). One
+    one): one process per GPU, each taking workloads from a queue they share
+    (:mod:`fib_core.project.gpus`, :mod:`fib_core.project.work_queue`). One
     GPU, or a CPU run, is :func:`execute` here (on ``trace_set`` when given)."""
     from fib_core.project import gpus as gpu_plan
 
@@ -318,9 +335,8 @@ def execute_on_gpus(
     discard_early()  # each GPU's process has its own; none started here is used
     _, trace_set = _dataset(request, trace_set)
     selection = select_for(request, trace_set, "cuda")
-    costs = gpu_plan.workload_costs(request.definition, [t.workload.axes for t in selection])
-    plans = gpu_plan.plan_shards(request, [t.workload.uuid for t in selection], costs, chosen)
-    return gpu_plan.run_on_gpus(plans, ids, on_event=on_event)
+    plan = gpu_plan.plan_queue(request, selection, len(chosen))
+    return gpu_plan.run_on_gpus(plan, ids, on_event=on_event)
 
 
 def merge_shards(shards: list[ShardResult]) -> tuple[list[Trace], ShardResult]:

@@ -150,6 +150,47 @@ def test_isolated_mode_and_run_solution_events(make_dataset, toy_solution_json):
     assert not (root / "traces").exists()
 
 
+def test_a_stream_runs_what_it_takes_when_it_takes_it(make_dataset, toy_solution_json):
+    """Several GPUs share a queue: the engine takes its next workload only when the previous
+    one is done (another GPU may take it meanwhile), and announces the whole queue."""
+    from fib_core.bench.stream import WorkloadStream
+
+    root = make_dataset([])
+    ts = TraceSet.from_path(root)
+    solution = Solution.from_dict(toy_solution_json("correct"))
+    records = ts.workloads["toy_axpy"]
+    log: list = []
+
+    class OtherGpuTakesTheFirst:
+        """Hands out the last workload, then nothing: the other GPU took the first."""
+
+        def __init__(self) -> None:
+            self.left = [len(records) - 1]
+
+        def take(self):
+            log.append("take")
+            return self.left.pop() if self.left else None
+
+        def peek(self):
+            return self.left[-1] if self.left else None
+
+    stream = WorkloadStream(records, OtherGpuTakesTheFirst())
+    events: list = []
+
+    def on_event(event):
+        if not isinstance(event, Log):
+            log.append(type(event).__name__)
+        events.append(event)
+
+    with Benchmark(ts, BenchmarkConfig(**FAST)) as bench:
+        traces = bench.run_solution(solution, stream, on_event=on_event)
+    last = records[-1].workload
+    assert [t.workload.uuid for t in traces] == [last.uuid]
+    assert stream.taken == [last] and traces[0].evaluation.status.value == "PASSED"
+    assert log == ["SolutionStarted", "take", "WorkloadStarted", "WorkloadFinished", "take"]
+    assert events[0].total == len(records) == 2
+
+
 def test_random_scalar_inputs_rotate_with_their_input_set(make_dataset, toy_solution_json):
     """A scalar drawn per input set reaches the timed calls with its own set's tensors, so a
     correct kernel passes (the re-check compares against that set's reference)."""

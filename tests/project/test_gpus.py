@@ -1,4 +1,4 @@
-"""Several GPUs: choosing them, spreading workloads by cost, merging in order (fake devices)."""
+"""Several GPUs: choosing them, one shared queue of workloads, merging in order (fake devices)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ from fib_core.project.gpus import (
     _early_device_ids,
     parse_gpus,
     physical_ids,
-    plan_shards,
+    plan_queue,
     run_on_gpus,
-    spread_by_cost,
     visible_gpu_count,
     workload_costs,
 )
@@ -47,17 +46,6 @@ def test_physical_ids_follow_the_parents_visible_list() -> None:
     assert physical_ids([1], {"CUDA_VISIBLE_DEVICES": "4, 5"}) == ["5"]
 
 
-def test_spread_balances_cost_and_keeps_dataset_order() -> None:
-    costs = [9.0, 1.0, 1.0, 5.0, 4.0, 1.0, 3.0]
-    groups = spread_by_cost(costs, 2)
-    assert sorted(i for g in groups for i in g) == list(range(len(costs)))
-    assert all(g == sorted(g) for g in groups)
-    loads = [sum(costs[i] for i in g) for g in groups]
-    assert loads == [12.0, 12.0]
-    assert spread_by_cost(costs, 1) == [list(range(7))]
-    assert spread_by_cost([1.0], 3) == [[0], [], []]
-
-
 def test_costs_grow_with_the_workload_and_default_to_equal() -> None:
     small, big = workload_costs(DECODE, [{"batch_size": 1}, {"batch_size": 64}])
     assert 1.0 <= small < big
@@ -77,35 +65,54 @@ def _trace(uuid: str) -> dict:
     }
 
 
-def test_plans_cover_the_selection_and_merge_back_in_order() -> None:
+def _selection(uuids: list[str], sizes: list[int] | None = None) -> list:
+    """Workload records as a run selects them (decode's batch size sets their cost)."""
+    from types import SimpleNamespace
+
+    sizes = sizes if sizes is not None else [1] * len(uuids)
+    return [SimpleNamespace(workload=SimpleNamespace(uuid=u, axes={"batch_size": b}))
+            for u, b in zip(uuids, sizes, strict=True)]
+
+
+def _plan(uuids: list[str], gpus: int = 2, request: RunRequest | None = None,
+          sizes: list[int] | None = None) -> gpus.QueuePlan:
+    return plan_queue(request or _request(), _selection(uuids, sizes), gpus)
+
+
+def test_the_plan_queues_the_selection_in_size_order_for_every_gpu() -> None:
     uuids = [f"w{i}" for i in range(7)]
-    plans = plan_shards(_request(), uuids, [9.0, 1.0, 1.0, 5.0, 4.0, 1.0, 3.0], [0, 1])
-    assert [p.shard for p in plans] == [0, 1] and all(p.num_shards == 2 for p in plans)
-    assert sorted(u for p in plans for u in p.assigned) == uuids
+    plan = _plan(uuids, sizes=[64, 1, 1, 16, 8, 2, 32])
+    assert [r.shard for r in plan.requests] == [0, 1]
+    assert all(r.num_shards == 2 for r in plan.requests)
+    assert all(r.queue == ["w1", "w2", "w5", "w4", "w3", "w6", "w0"] for r in plan.requests)
+    assert plan.lanes == [(0, 7)]  # two GPUs share one lane, from its two ends
     # shards finish in any order, each with its traces in its own order
-    shards = [
-        ShardResult(p.shard, uuids, [_trace(u) for u in reversed(p.assigned)], "cuda", "GPU")
-        for p in reversed(plans)
-    ]
+    order = plan.requests[0].queue
+    shards = [ShardResult(1, uuids, [_trace(u) for u in order[4:][::-1]], "cuda", "GPU"),
+              ShardResult(0, uuids, [_trace(u) for u in order[:4]], "cuda", "GPU")]
     traces, first = merge_shards(shards)
     assert [t.workload.uuid for t in traces] == uuids
 
 
 FAKE_EXECUTE = """
 import os
+import time
 from fib_core.bench.events import Log
 from fib_core.project.runflow import ShardResult
 
 
-def fake_execute(request, on_event=None):
+def fake_execute(request, on_event=None, queue=None):
     device = os.environ["CUDA_VISIBLE_DEVICES"]
     on_event(Log(f"shard {request.shard} on {device}", "info"))
     if request.definition == "broken":
         from fib_core.errors import ConfigError
         raise ConfigError("config.toml: [solution] definition = 'broken' is not in the dataset")
-    traces = [{"definition": request.definition, "solution": "s", "evaluation": None,
-               "workload": {"uuid": u, "axes": {}, "inputs": {}}} for u in request.assigned]
-    return ShardResult(request.shard, ["w0", "w1", "w2"], traces, "cuda", "Fake GPU",
+    traces = []
+    while (index := queue.take()) is not None:
+        traces.append({"definition": request.definition, "solution": "s", "evaluation": None,
+                       "workload": {"uuid": request.queue[index], "axes": {}, "inputs": {}}})
+        time.sleep(0.05)  # a workload's time: the other GPU takes its share meanwhile
+    return ShardResult(request.shard, sorted(request.queue), traces, "cuda", "Fake GPU",
                        messages=[device])
 """
 
@@ -120,25 +127,27 @@ def fake_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 def test_one_process_per_gpu_with_its_device_and_events_forwarded(fake_target) -> None:
-    plans = plan_shards(_request(), ["w0", "w1", "w2"], [1.0, 5.0, 1.0], [0, 1])
+    uuids = [f"w{i}" for i in range(6)]
+    plan = _plan(uuids, sizes=[1, 2, 4, 8, 16, 32])
     events: list = []
-    shards = run_on_gpus(plans, ["3", "7"], on_event=events.append, target=fake_target)
+    shards = run_on_gpus(plan, ["3", "7"], on_event=events.append, target=fake_target)
     assert [s.shard for s in shards] == [0, 1]
     assert [s.messages for s in shards] == [["3"], ["7"]]  # each child saw only its GPU
     assert sorted(e.message for e in events) == ["shard 0 on 3", "shard 1 on 7"]
+    # both took from the shared queue, from its two ends (how far each got depends on when
+    # each process was ready), and no workload ran twice
+    ran = [[t.workload.uuid for t in s.traces] for s in shards]
+    assert sorted(ran[0] + ran[1]) == uuids
+    assert ran[0] == uuids[:len(ran[0])] and ran[1] == uuids[len(ran[0]):][::-1]
     traces, _ = merge_shards(shards)
-    assert [t.workload.uuid for t in traces] == ["w0", "w1", "w2"]
+    assert [t.workload.uuid for t in traces] == uuids
 
 
 def test_a_user_error_in_a_child_is_one_line(fake_target) -> None:
-    plans = plan_shards(
-        RunRequest(solution={}, definition="broken", filters=None, quick=False, engine={}),
-        ["w0"],
-        [1.0],
-        [0],
-    )
+    plan = _plan(["w0"], gpus=1, request=RunRequest(
+        solution={}, definition="broken", filters=None, quick=False, engine={}))
     with pytest.raises(FibError, match="GPU 0: config.toml") as info:
-        run_on_gpus(plans, ["0"], target=fake_target)
+        run_on_gpus(plan, ["0"], target=fake_target)
     assert "\n" not in str(info.value)
 
 
@@ -217,8 +226,7 @@ def _prestarted(fake_target, ids=("3", "7")) -> gpus.ShardProcesses:
 
 def test_prestarted_processes_serve_the_run_on_their_gpus(fake_target) -> None:
     waiting = _prestarted(fake_target)
-    plans = plan_shards(_request(), ["w0", "w1", "w2"], [1.0, 5.0, 1.0], [0, 1])
-    shards = run_on_gpus(plans, ["3", "7"], target=fake_target)
+    shards = run_on_gpus(_plan(["w0", "w1", "w2"]), ["3", "7"], target=fake_target)
     assert [s.messages for s in shards] == [["3"], ["7"]]
     assert gpus._prestarted is None  # taken by the run
     assert all(p.exitcode == 0 for p in waiting.procs)  # the very processes started before
@@ -236,8 +244,8 @@ def test_prestarted_processes_that_do_not_fit_the_run_are_stopped(
         monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path / "another-cache"))
     else:
         request.dataset_path = str(tmp_path)
-    plans = plan_shards(request, ["w0", "w1"], [1.0, 1.0], list(range(len(ids))))
-    shards = run_on_gpus(plans, ids, target=fake_target)
+    plan = _plan(["w0", "w1"], gpus=len(ids), request=request)
+    shards = run_on_gpus(plan, ids, target=fake_target)
     assert [s.messages for s in shards] == [[i] for i in ids]  # new processes ran it
     assert gpus._prestarted is None
     assert all(p.exitcode not in (0, None) for p in waiting.procs)  # stopped, not served
@@ -249,10 +257,10 @@ def test_a_request_that_cannot_be_sent_fails_at_once_and_stops_the_processes(
     import threading
 
     waiting = _prestarted(fake_target)
-    plans = plan_shards(_request(), ["w0", "w1"], [1.0, 1.0], [0, 1])
-    plans[0].engine["extra"] = {"lock": threading.Lock()}  # not picklable
+    plan = _plan(["w0", "w1"])
+    plan.requests[0].engine["extra"] = {"lock": threading.Lock()}  # not picklable
     with pytest.raises(TypeError, match="pickle"):
-        run_on_gpus(plans, ["3", "7"], target=fake_target)
+        run_on_gpus(plan, ["3", "7"], target=fake_target)
     assert not any(p.is_alive() for p in waiting.procs)
 
 
@@ -369,3 +377,29 @@ def _running(pid: int) -> bool:
             return f.read().split(") ")[1][0] != "Z"
     except OSError:
         return False
+
+
+def test_events_of_several_gpus_are_numbered_as_one_run() -> None:
+    from fib_core.bench.events import (
+        Log,
+        SolutionStarted,
+        WorkloadFinished,
+        WorkloadSkipped,
+        WorkloadStarted,
+    )
+
+    seen: list = []
+    forward = gpus._numbered(seen.append)
+    for event in [
+        SolutionStarted("s", DECODE, 4), SolutionStarted("s", DECODE, 4),  # each GPU announces
+        WorkloadStarted("a", 0, 4), WorkloadStarted("d", 0, 4),
+        WorkloadFinished(None, 0, 4), Log("x"), WorkloadSkipped("e", "s", 1, 4),
+        WorkloadStarted("b", 1, 4), WorkloadFinished(None, 0, 4), WorkloadFinished(None, 1, 4),
+    ]:
+        forward(event)
+    assert [type(e).__name__ for e in seen].count("SolutionStarted") == 1
+    assert [e.index for e in seen if isinstance(e, WorkloadStarted)] == [0, 1, 2]
+    ended = [e.index for e in seen if isinstance(e, WorkloadFinished | WorkloadSkipped)]
+    assert ended == [0, 1, 2, 3]
+    assert all(e.total == 4 for e in seen if hasattr(e, "total"))
+    gpus._numbered(None)(WorkloadStarted("a", 0, 1))  # no callback: nothing to do
