@@ -90,8 +90,9 @@ def physical_ids(gpus: Sequence[int], env: dict[str, str] | None = None) -> list
 
 @dataclass
 class QueuePlan:
-    """A run on several GPUs: one request per GPU (each holding the queue's order of uuids)
-    and the queue's lanes (:func:`fib_core.project.work_queue.queue_plan`)."""
+    """A run on several GPUs: one request per GPU (each holding the queue's order, as
+    positions in the run's selection) and the queue's lanes
+    (:func:`fib_core.project.work_queue.queue_plan`)."""
 
     requests: list[Any]
     lanes: list[tuple[int, int]]
@@ -102,8 +103,7 @@ def plan_queue(request: Any, selection: Sequence[Any], gpus: int) -> QueuePlan:
     queue's size order, lanes of near-equal cost by :func:`workload_costs`."""
     axes = [dict(t.workload.axes) for t in selection]
     order, lanes = queue_plan(workload_costs(request.definition, axes), axes, gpus)
-    uuids = [selection[i].workload.uuid for i in order]
-    requests = [replace(request, shard=i, num_shards=gpus, queue=uuids) for i in range(gpus)]
+    requests = [replace(request, shard=i, num_shards=gpus, queue=order) for i in range(gpus)]
     return QueuePlan(requests, lanes)
 
 
@@ -255,10 +255,9 @@ class ShardProcesses:
                     forward(payload)
                 elif kind == "result":
                     results.append(payload)
-                elif kind == "bug":
-                    bugs.append(payload)
-                else:
-                    errors.append(payload)
+                else:  # the run ends with this: the other GPUs take no further workload
+                    self.queue.stop()
+                    (bugs if kind == "bug" else errors).append(payload)
         finally:
             self.close(timeout=30)
         if bugs:
@@ -361,6 +360,7 @@ def _child(device_id: str, queue: QueueTaker, channel: Any, inbox: Any, device: 
     serving die with it) and its folders removed."""
     import pickle
     import signal
+    import sys
 
     from fib_core.bench.pool import discard_early
     from fib_core.bench.sandbox import die_with_parent
@@ -396,6 +396,8 @@ def _child(device_id: str, queue: QueueTaker, channel: Any, inbox: Any, device: 
         channel.join_thread()
         discard_early(remove_logs=True)
         remove_private_dirs()
+        sys.stdout.flush()  # what it printed reaches a pipe too (os._exit flushes nothing)
+        sys.stderr.flush()
         os._exit(0)
     except FibError as err:  # a user mistake: one line, as in a one-GPU run
         channel.put(("error", f"GPU {device_id}: {err}"))

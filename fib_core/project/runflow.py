@@ -89,10 +89,10 @@ class RunRequest:
     num_shards: int = 1
     cross_check: bool = False  # also time each workload with every timer (GPU only)
     contest: bool = False
-    # Several GPUs of this machine: every selected uuid, in the order of the queue the GPUs
-    # share (fib_core.project.work_queue); the shard takes its workloads from that queue.
+    # Several GPUs of this machine: the selection's positions in the order of the queue the
+    # GPUs share (fib_core.project.work_queue); the shard takes its workloads from that queue.
     # None = this shard runs its round-robin share (``shard_of``).
-    queue: list[str] | None = None
+    queue: list[int] | None = None
 
     def for_shard(self, index: int, count: int) -> RunRequest:
         return RunRequest(**{**asdict(self), "shard": index, "num_shards": count})
@@ -254,11 +254,10 @@ def execute(
     if request.queue is not None:
         if queue is None:
             raise ValueError("a request with a shared queue's order needs that queue")
-        by_uuid = {t.workload.uuid: t for t in selection}
-        if sorted(by_uuid) != sorted(request.queue):
+        if sorted(request.queue) != list(range(len(selection))):
             raise ValueError("the shared queue's order is not this shard's selection")
         check_blobs(trace_set, request.definition, [t.workload for t in selection])
-        stream = WorkloadStream([by_uuid[u] for u in request.queue], queue)
+        stream = WorkloadStream([selection[i] for i in request.queue], queue)
         mine: list[Any] = []
     else:
         mine = shard_of(selection, request.shard, request.num_shards)
@@ -270,8 +269,8 @@ def execute(
     with Benchmark(trace_set, config) as bench:
         if stream is not None:
             traces = bench.run_solution(solution, stream, on_event=on_event)
-            ran = {w.uuid for w in stream.taken}
-            mine = [t for t in selection if t.workload.uuid in ran]
+            ran = {id(w) for w in stream.taken}
+            mine = [t for t in selection if id(t.workload) in ran]
         else:
             traces = bench.run_solution(solution, mine, on_event=on_event) if mine else []
     # The GPU's name as the judge recorded it: this process may have no CUDA context, and

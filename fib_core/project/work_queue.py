@@ -4,7 +4,7 @@ Why not a split fixed before the run: a workload's cost is known only roughly be
 first run pays the reference and the solution's compiles, a warm re-run neither), so a fixed
 split leaves one GPU idle while the other finishes; and when both GPUs meet the same shapes at
 the same time, both compile the same kernel specialisations (Triton's disk cache is shared,
-but only a finished compile is found there), so the compile time did not split at all.
+but only a finished compile is found there), so part of the compile time was paid twice.
 
 The queue is the selection in size order (cost, then axes), cut into lanes of near-equal cost,
 one lane per pair of GPUs. In a lane one GPU takes from the small end and the other from the
@@ -23,8 +23,15 @@ Example (what a run on two GPUs does; ``take`` runs in each GPU's process)::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
+
+from fib_core.errors import FibError
+
+# A GPU's process holds the queue's lock for microseconds; one that died holding it (killed
+# by a signal of its own inside take) would leave the others waiting for ever.
+LOCK_TIMEOUT_S = 60.0
 
 
 def lane_count(gpus: int) -> int:
@@ -36,9 +43,12 @@ def queue_plan(
     costs: Sequence[float], axes_list: Sequence[dict[str, int]], gpus: int
 ) -> tuple[list[int], list[tuple[int, int]]]:
     """(order, lanes): the workloads' indices in size order (cost, then axes values), and each
-    lane's [start, end) in that order, lanes of near-equal total cost."""
+    lane's [start, end) in that order, lanes of near-equal total cost. One GPU: the given
+    order, one lane."""
     if gpus < 1:
         raise ValueError("gpus must be >= 1")
+    if gpus == 1:  # nothing to share: the dataset's order, as a run in the launcher has it
+        return list(range(len(costs))), [(0, len(costs))]
     order = sorted(range(len(costs)),
                    key=lambda i: (costs[i], sorted(axes_list[i].items()), i))
     lanes = lane_count(gpus)
@@ -76,13 +86,33 @@ class WorkQueue:
     def fill(self, lanes: Sequence[tuple[int, int]]) -> None:
         if len(lanes) != self.lanes:
             raise ValueError(f"{len(lanes)} lanes given for a queue of {self.lanes}")
-        with self._bounds.get_lock():
+        with self._locked():
             for k, (start, end) in enumerate(lanes):
                 self._bounds[2 * k], self._bounds[2 * k + 1] = start, end
 
+    def stop(self) -> None:
+        """Empty every lane: the GPUs finish the workload they hold and take no other (one
+        GPU failed, and the run ends with its error rather than after the rest)."""
+        with self._locked():
+            for k in range(self.lanes):
+                self._bounds[2 * k] = self._bounds[2 * k + 1]
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        lock = self._bounds.get_lock()
+        if not lock.acquire(timeout=LOCK_TIMEOUT_S):
+            raise FibError(
+                f"the GPUs' shared workload queue stayed locked for {LOCK_TIMEOUT_S:g} s (a GPU "
+                "process was killed while taking a workload); run again"
+            )
+        try:
+            yield
+        finally:
+            lock.release()
+
     def take(self, gpu: int) -> int | None:
         """The next index for ``gpu``, removed from the queue."""
-        with self._bounds.get_lock():
+        with self._locked():
             lane, from_end = self._pick(gpu)
             if lane is None:
                 return None
@@ -94,7 +124,7 @@ class WorkQueue:
 
     def peek(self, gpu: int) -> int | None:
         """What :meth:`take` would return now (the other GPUs may take it first)."""
-        with self._bounds.get_lock():
+        with self._locked():
             lane, from_end = self._pick(gpu)
             if lane is None:
                 return None

@@ -84,10 +84,11 @@ def test_the_plan_queues_the_selection_in_size_order_for_every_gpu() -> None:
     plan = _plan(uuids, sizes=[64, 1, 1, 16, 8, 2, 32])
     assert [r.shard for r in plan.requests] == [0, 1]
     assert all(r.num_shards == 2 for r in plan.requests)
-    assert all(r.queue == ["w1", "w2", "w5", "w4", "w3", "w6", "w0"] for r in plan.requests)
+    assert all(r.queue == [1, 2, 5, 4, 3, 6, 0] for r in plan.requests)  # positions
     assert plan.lanes == [(0, 7)]  # two GPUs share one lane, from its two ends
+    assert _plan(uuids, gpus=1).requests[0].queue == list(range(7))  # alone: dataset order
     # shards finish in any order, each with its traces in its own order
-    order = plan.requests[0].queue
+    order = [uuids[i] for i in plan.requests[0].queue]
     shards = [ShardResult(1, uuids, [_trace(u) for u in order[4:][::-1]], "cuda", "GPU"),
               ShardResult(0, uuids, [_trace(u) for u in order[:4]], "cuda", "GPU")]
     traces, first = merge_shards(shards)
@@ -104,15 +105,22 @@ from fib_core.project.runflow import ShardResult
 def fake_execute(request, on_event=None, queue=None):
     device = os.environ["CUDA_VISIBLE_DEVICES"]
     on_event(Log(f"shard {request.shard} on {device}", "info"))
-    if request.definition == "broken":
+    print(f"printed by shard {request.shard}")  # a library's or a kernel's output
+    if request.definition == "broken" or (request.definition == "GPU 0 fails"
+                                          and request.shard == 0):
         from fib_core.errors import ConfigError
         raise ConfigError("config.toml: [solution] definition = 'broken' is not in the dataset")
     traces = []
     while (index := queue.take()) is not None:
         traces.append({"definition": request.definition, "solution": "s", "evaluation": None,
-                       "workload": {"uuid": request.queue[index], "axes": {}, "inputs": {}}})
+                       "workload": {"uuid": f"w{request.queue[index]}", "axes": {},
+                                    "inputs": {}}})
         time.sleep(0.05)  # a workload's time: the other GPU takes its share meanwhile
-    return ShardResult(request.shard, sorted(request.queue), traces, "cuda", "Fake GPU",
+    if os.environ.get("FAKE_COUNT_DIR"):
+        with open(os.path.join(os.environ["FAKE_COUNT_DIR"], f"shard{request.shard}"), "w") as f:
+            f.write(str(len(traces)))
+    order = [f"w{i}" for i in range(len(request.queue))]  # the selection: w0, w1, ...
+    return ShardResult(request.shard, order, traces, "cuda", "Fake GPU",
                        messages=[device])
 """
 
@@ -149,6 +157,50 @@ def test_a_user_error_in_a_child_is_one_line(fake_target) -> None:
     with pytest.raises(FibError, match="GPU 0: config.toml") as info:
         run_on_gpus(plan, ["0"], target=fake_target)
     assert "\n" not in str(info.value)
+
+
+def test_one_gpu_failing_ends_the_run_without_the_rest_of_the_queue(
+    fake_target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_COUNT_DIR", str(tmp_path))
+    request = RunRequest(solution={}, definition="GPU 0 fails", filters=None, quick=False,
+                         engine={})
+    uuids = [f"w{i}" for i in range(100)]  # 5 s for the other GPU alone
+    with pytest.raises(FibError, match="GPU 3: config.toml"):
+        run_on_gpus(_plan(uuids, request=request), ["3", "7"], target=fake_target)
+    ran = int((tmp_path / "shard1").read_text())
+    assert ran < 60  # it took no workload once the failure was in
+
+
+LAUNCH_AND_PRINT = """
+import sys
+sys.path[:0] = [{root!r}, {fake!r}]
+import fake_gpu_target
+from fib_core.project import gpus
+from fib_core.project.runflow import RunRequest
+from types import SimpleNamespace
+
+if __name__ == "__main__":
+    request = RunRequest(solution={{}}, definition="d", filters=None, quick=False, engine={{}})
+    selection = [SimpleNamespace(workload=SimpleNamespace(uuid="w0", axes={{}}))]
+    gpus.run_on_gpus(gpus.plan_queue(request, selection, 2), ["0", "1"],
+                     target=fake_gpu_target.fake_execute)
+"""
+
+
+def test_what_a_gpu_process_prints_reaches_a_pipe(fake_target, tmp_path: Path) -> None:
+    """Its stdout is block-buffered there; leaving without teardown must not drop it."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "launcher.py"
+    root = str(Path(__file__).resolve().parents[2])
+    script.write_text(LAUNCH_AND_PRINT.format(root=root, fake=str(tmp_path)))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "printed by shard 0" in out.stdout and "printed by shard 1" in out.stdout
 
 
 @pytest.fixture

@@ -35,6 +35,7 @@ def test_order_is_by_cost_then_axes_and_lanes_split_the_cost() -> None:
     assert lanes == [(0, 4), (4, 6)]
     assert sum(costs[i] for i in order[:4]) == 7.0 and sum(costs[i] for i in order[4:]) == 9.0
     assert queue_plan([], [], gpus=3) == ([], [(0, 0), (0, 0)])
+    assert queue_plan(costs, axes, gpus=1) == (list(range(6)), [(0, 6)])  # alone: as given
     assert [lane_count(g) for g in (1, 2, 3, 4, 5)] == [1, 1, 2, 2, 3]
     with pytest.raises(ValueError):
         queue_plan([1.0], [{}], gpus=0)
@@ -60,28 +61,39 @@ def test_a_gpu_with_an_empty_lane_takes_from_the_large_end_of_the_fullest() -> N
     assert sorted(i for t in taken.values() for i in t) == list(range(10))
 
 
-def test_the_queue_is_shared_with_the_gpus_processes() -> None:
-    queue = WorkQueue(CTX, gpus=2)
-    queue.fill([(0, 40)])
+def test_the_queue_is_shared_with_the_gpus_processes_and_each_index_taken_once() -> None:
+    """Four processes take as fast as they can (two lanes, both ends, then stealing): an
+    unshared queue, or one taken without its lock, hands an index out twice or never."""
+    queue = WorkQueue(CTX, gpus=4)
+    queue.fill([(0, 3000), (3000, 6000)])
     results = CTX.Queue()
-    procs = [CTX.Process(target=_take_all, args=(QueueTaker(queue, g), results))
-             for g in (0, 1)]
+    start = CTX.Event()
+    procs = [CTX.Process(target=_take_all, args=(QueueTaker(queue, g), results, start))
+             for g in range(4)]
     for proc in procs:
         proc.start()
-    taken = [results.get(timeout=60) for _ in procs]
+    start.set()
+    taken = [results.get(timeout=120) for _ in procs]
     for proc in procs:
         proc.join(timeout=30)
-    assert sorted(i for t in taken for i in t) == list(range(40))  # each index once
+    assert sorted(i for t in taken for i in t) == list(range(6000))
 
 
-def _take_all(taker: QueueTaker, results: object) -> None:
-    import time
-
+def _take_all(taker: QueueTaker, results: object, start: object) -> None:
+    start.wait()  # type: ignore[attr-defined]
     mine = []
     while (index := taker.take()) is not None:
         mine.append(index)
-        time.sleep(0.001)
     results.put(mine)  # type: ignore[attr-defined]
+
+
+def test_a_stopped_queue_hands_out_nothing() -> None:
+    queue = WorkQueue(CTX, gpus=3)
+    queue.fill([(0, 5), (5, 9)])
+    assert queue.take(2) == 5
+    queue.stop()
+    assert [queue.take(g) for g in range(3)] == [None, None, None]
+    assert queue.peek(0) is None
 
 
 def test_wrong_use_is_refused() -> None:
