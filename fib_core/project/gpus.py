@@ -248,6 +248,8 @@ class ShardProcesses:
                 try:
                     kind, payload = self.channel.get(timeout=1.0)
                 except queue_module.Empty:
+                    if any(p.exitcode not in (None, 0) for p in self.procs):
+                        self.queue.stop()  # one died: the run ends with that, not the rest
                     if all(not p.is_alive() for p in self.procs) and self.channel.empty():
                         errors.append("a GPU process ended without a result (see its output above)")
                     continue

@@ -106,6 +106,8 @@ def fake_execute(request, on_event=None, queue=None):
     device = os.environ["CUDA_VISIBLE_DEVICES"]
     on_event(Log(f"shard {request.shard} on {device}", "info"))
     print(f"printed by shard {request.shard}")  # a library's or a kernel's output
+    if request.definition == "GPU 0 dies" and request.shard == 0:
+        os._exit(3)  # as a crash would: no report at all
     if request.definition == "broken" or (request.definition == "GPU 0 fails"
                                           and request.shard == 0):
         from fib_core.errors import ConfigError
@@ -159,14 +161,16 @@ def test_a_user_error_in_a_child_is_one_line(fake_target) -> None:
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize(("how", "message"), [("fails", "GPU 3: config.toml"),
+                                              ("dies", "ended without a result")])
 def test_one_gpu_failing_ends_the_run_without_the_rest_of_the_queue(
-    fake_target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    fake_target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str, message: str
 ) -> None:
     monkeypatch.setenv("FAKE_COUNT_DIR", str(tmp_path))
-    request = RunRequest(solution={}, definition="GPU 0 fails", filters=None, quick=False,
+    request = RunRequest(solution={}, definition=f"GPU 0 {how}", filters=None, quick=False,
                          engine={})
     uuids = [f"w{i}" for i in range(100)]  # 5 s for the other GPU alone
-    with pytest.raises(FibError, match="GPU 3: config.toml"):
+    with pytest.raises(FibError, match=message):
         run_on_gpus(_plan(uuids, request=request), ["3", "7"], target=fake_target)
     ran = int((tmp_path / "shard1").read_text())
     assert ran < 60  # it took no workload once the failure was in
