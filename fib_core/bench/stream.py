@@ -10,7 +10,7 @@ Example (``source`` is anything with ``take()`` and ``peek()`` returning an inde
 
     stream = WorkloadStream(workloads, source)
     traces = bench.run_solution(solution, stream)   # runs what it takes, in that order
-    stream.taken                                    # the workloads it ran
+    stream.taken                                    # the items it handed out, as given
 """
 
 from __future__ import annotations
@@ -26,11 +26,12 @@ class IndexSource(Protocol):
 
 
 class WorkloadStream:
-    """``items`` (workloads, or records holding one as ``.workload``) taken in the order
-    ``source`` hands out their indices; ``total`` counts them all, whoever runs them."""
+    """``items`` (workloads, or records holding one as ``.workload``) handed out as
+    workloads, in the order ``source`` gives their indices; ``total`` counts them all, whoever
+    runs them; ``taken`` holds the items this stream handed out, as given."""
 
     def __init__(self, items: Sequence[Any], source: IndexSource) -> None:
-        self.items = [getattr(w, "workload", w) for w in items]
+        self.items = list(items)
         self.source = source
         self.taken: list[Any] = []
 
@@ -40,11 +41,14 @@ class WorkloadStream:
 
     def __iter__(self) -> Iterator[Any]:
         while (index := self.source.take()) is not None:
-            workload = self.items[index]
-            self.taken.append(workload)
-            yield workload
+            self.taken.append(self.items[index])
+            yield _workload(self.items[index])
 
     def peek(self) -> Any:
         """The workload this stream would hand out next (another consumer may take it)."""
         index = self.source.peek()
-        return None if index is None else self.items[index]
+        return None if index is None else _workload(self.items[index])
+
+
+def _workload(item: Any) -> Any:
+    return getattr(item, "workload", item)

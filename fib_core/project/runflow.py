@@ -269,8 +269,7 @@ def execute(
     with Benchmark(trace_set, config) as bench:
         if stream is not None:
             traces = bench.run_solution(solution, stream, on_event=on_event)
-            ran = {id(w) for w in stream.taken}
-            mine = [t for t in selection if id(t.workload) in ran]
+            mine = stream.taken
         else:
             traces = bench.run_solution(solution, mine, on_event=on_event) if mine else []
     # The GPU's name as the judge recorded it: this process may have no CUDA context, and

@@ -184,9 +184,8 @@ def test_a_stream_runs_what_it_takes_when_it_takes_it(make_dataset, toy_solution
 
     with Benchmark(ts, BenchmarkConfig(**FAST)) as bench:
         traces = bench.run_solution(solution, stream, on_event=on_event)
-    last = records[-1].workload
-    assert [t.workload.uuid for t in traces] == [last.uuid]
-    assert stream.taken == [last] and traces[0].evaluation.status.value == "PASSED"
+    assert [t.workload.uuid for t in traces] == [records[-1].workload.uuid]
+    assert stream.taken == [records[-1]] and traces[0].evaluation.status.value == "PASSED"
     assert log == ["SolutionStarted", "take", "WorkloadStarted", "WorkloadFinished", "take"]
     assert events[0].total == len(records) == 2
 
