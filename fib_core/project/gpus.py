@@ -26,6 +26,7 @@ import os
 import queue as queue_module
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from multiprocessing.connection import wait as wait_for_readers
 from pathlib import Path
 from typing import Any
 
@@ -186,7 +187,11 @@ class ShardProcesses:
         # What the children took from here at start, for run_on_gpus's fit check.
         self.device, self.dataset_root = device, dataset_root
         self.environment = environment_print()
-        self.channel = ctx.Queue()
+        # One pipe per child for what it reports: a child that dies in the middle of a
+        # message spoils its own pipe only (a queue shared by all children has one write
+        # lock, which a child killed while holding it keeps from the others for ever).
+        pipes = [ctx.Pipe(duplex=False) for _ in self.device_ids]
+        self.reports = [reader for reader, _ in pipes]
         self.queue = WorkQueue(ctx, len(self.device_ids))  # filled by run
         # Requests go pickled (see run), so a queue's put does not wait for a child still
         # booting, nor for one that died; nor does this process's exit.
@@ -196,10 +201,11 @@ class ShardProcesses:
         self.served = False
         self.procs = [
             ctx.Process(target=_child,
-                        args=(dev, QueueTaker(self.queue, index), self.channel, inbox, device,
+                        args=(dev, QueueTaker(self.queue, index), writer, inbox, device,
                               dataset_root, target, os.getpid()),
                         daemon=False)
-            for index, (dev, inbox) in enumerate(zip(self.device_ids, self.inboxes, strict=True))
+            for index, (dev, inbox, (_, writer)) in enumerate(
+                zip(self.device_ids, self.inboxes, pipes, strict=True))
         ]
         started = []
         try:
@@ -210,6 +216,9 @@ class ShardProcesses:
             self.procs = started
             self.close()
             raise
+        finally:  # each child has its own copy now: a child's end shows as its pipe's end
+            for _, writer in pipes:
+                writer.close()
 
     def fits(self, device_ids: Sequence[str], target: Callable | None, request: Any) -> bool:
         """Whether these children can run ``request`` on ``device_ids``: the same GPUs, the
@@ -243,23 +252,25 @@ class ShardProcesses:
         results: list[Any] = []
         errors: list[str] = []
         bugs: list[str] = []
+        listening = list(self.reports)  # each child's pipe until it reported or ended
         try:
-            while len(results) + len(errors) + len(bugs) < len(self.procs):
-                try:
-                    kind, payload = self.channel.get(timeout=1.0)
-                except queue_module.Empty:
-                    if any(p.exitcode not in (None, 0) for p in self.procs):
-                        self.queue.stop()  # one died: the run ends with that, not the rest
-                    if all(not p.is_alive() for p in self.procs) and self.channel.empty():
-                        errors.append("a GPU process ended without a result (see its output above)")
-                    continue
-                if kind == "event":
-                    forward(payload)
-                elif kind == "result":
-                    results.append(payload)
-                else:  # the run ends with this: the other GPUs take no further workload
-                    self.queue.stop()
-                    (bugs if kind == "bug" else errors).append(payload)
+            while listening:
+                for reader in wait_for_readers(listening, timeout=1.0):
+                    try:
+                        kind, payload = reader.recv()
+                    except (EOFError, OSError):  # it ended (or died mid-message) unreported
+                        kind, payload = "error", (
+                            f"GPU {self.device_ids[self.reports.index(reader)]}: its process "
+                            "ended without a result (see its output above)")
+                    if kind == "event":
+                        forward(payload)
+                        continue
+                    listening.remove(reader)
+                    if kind == "result":
+                        results.append(payload)
+                    else:  # the run ends with this: the other GPUs take no further workload
+                        self.queue.stop()
+                        (bugs if kind == "bug" else errors).append(payload)
         finally:
             self.close(timeout=30)
         if bugs:
@@ -354,10 +365,10 @@ def discard_prestarted() -> None:
         shards.close()
 
 
-def _child(device_id: str, queue: QueueTaker, channel: Any, inbox: Any, device: str,
+def _child(device_id: str, queue: QueueTaker, report: Any, inbox: Any, device: str,
            dataset_root: str | None, target: Callable | None, parent: int) -> None:
     """Child process: this GPU only; boot, wait for the request, run the usual shard
-    execution; events go to the parent (``parent``). SIGTERM (the parent's ``close``, or the
+    execution; events and the outcome go to the parent (``parent``) through ``report``. SIGTERM (the parent's ``close``, or the
     parent's death) ends it at once: its judge and worker are killed (those of a run it was
     serving die with it) and its folders removed."""
     import pickle
@@ -389,26 +400,25 @@ def _child(device_id: str, queue: QueueTaker, channel: Any, inbox: Any, device: 
         if payload is None:  # no run for this process
             return
         request = pickle.loads(payload)
-        shard = target(request, on_event=lambda event: channel.put(("event", event)),
+        shard = target(request, on_event=lambda event: report.send(("event", event)),
                        queue=queue)
-        channel.put(("result", shard))
+        report.send(("result", shard))
         # Done: its judge and worker are closed. Leave without the interpreter's teardown
-        # (torch's, about half a second the launcher would wait for), once the result is out.
-        channel.close()
-        channel.join_thread()
+        # (torch's, about half a second the launcher would wait for); the result is out.
+        report.close()
         discard_early(remove_logs=True)
         remove_private_dirs()
         sys.stdout.flush()  # what it printed reaches a pipe too (os._exit flushes nothing)
         sys.stderr.flush()
         os._exit(0)
     except FibError as err:  # a user mistake: one line, as in a one-GPU run
-        channel.put(("error", f"GPU {device_id}: {err}"))
+        report.send(("error", f"GPU {device_id}: {err}"))
     except SystemExit:  # its parent is gone: nobody waits for a report
         raise
     except BaseException:  # a kit bug: its traceback goes to the parent
         import traceback
 
-        channel.put(("bug", f"GPU {device_id}:\n{traceback.format_exc()}"))
+        report.send(("bug", f"GPU {device_id}:\n{traceback.format_exc()}"))
     finally:  # a multiprocessing child runs no atexit hooks
         discard_early(remove_logs=True)
 
