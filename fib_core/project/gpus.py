@@ -255,10 +255,17 @@ class ShardProcesses:
         listening = list(self.reports)  # each child's pipe until it reported or ended
         try:
             while listening:
-                for reader in wait_for_readers(listening, timeout=1.0):
+                ready = wait_for_readers(listening, timeout=1.0)
+                if not ready:  # a child that ended may still have its pipe held open by a
+                    # process it started: its end counts, not the pipe's
+                    ready = [r for r in listening
+                             if self.procs[self.reports.index(r)].exitcode is not None]
+                for reader in ready:
                     try:
+                        if not reader.poll():
+                            raise EOFError
                         kind, payload = reader.recv()
-                    except (EOFError, OSError):  # it ended (or died mid-message) unreported
+                    except Exception:  # it ended (or died mid-message) unreported
                         kind, payload = "error", (
                             f"GPU {self.device_ids[self.reports.index(reader)]}: its process "
                             "ended without a result (see its output above)")
@@ -387,6 +394,9 @@ def _child(device_id: str, queue: QueueTaker, report: Any, inbox: Any, device: s
         os._exit(128 + signum)
 
     signal.signal(signal.SIGTERM, leave)
+    # Not passed on to what this process starts: a process outliving it would keep the
+    # parent from seeing its end.
+    os.set_inheritable(report.fileno(), False)
     os.environ["CUDA_VISIBLE_DEVICES"] = device_id
     # Its inbox holds both ends, so a lost parent would never be seen otherwise.
     die_with_parent(parent, signal.SIGTERM)

@@ -108,6 +108,10 @@ def fake_execute(request, on_event=None, queue=None):
     print(f"printed by shard {request.shard}")  # a library's or a kernel's output
     if request.definition == "GPU 0 dies" and request.shard == 0:
         os._exit(3)  # as a crash would: no report at all
+    if request.definition == "GPU 0 dies, its helper lives" and request.shard == 0:
+        import subprocess  # a library's process that keeps every inherited fd
+        subprocess.Popen(["sleep", "8"], close_fds=False)
+        os._exit(3)
     if request.definition == "broken" or (request.definition == "GPU 0 fails"
                                           and request.shard == 0):
         from fib_core.errors import ConfigError
@@ -162,7 +166,8 @@ def test_a_user_error_in_a_child_is_one_line(fake_target) -> None:
 
 
 @pytest.mark.parametrize(("how", "message"), [("fails", "GPU 3: config.toml"),
-                                              ("dies", "ended without a result")])
+                                              ("dies", "ended without a result"),
+                                              ("dies, its helper lives", "ended without")])
 def test_one_gpu_failing_ends_the_run_without_the_rest_of_the_queue(
     fake_target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str, message: str
 ) -> None:
