@@ -370,15 +370,16 @@ def profile_call(call, repeats: int = 3) -> tuple[int | None, float | None]:
     time is a lower bound of what a cold call keeps the GPU busy.
     """
     import torch
-    from torch.profiler import ProfilerActivity, profile
+
+    from fib_core.bench.timing import profiler_session
 
     try:
         torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with profiler_session(cpu=False) as prof:
             for _ in range(repeats):
                 call(0)
             torch.cuda.synchronize()
-        device = [e for e in prof.events() if str(e.device_type).endswith("CUDA")]
+        device = [e for e in prof.function_events if str(e.device_type).endswith("CUDA")]
         if not device:
             return None, None
         busy_us = sum(e.time_range.elapsed_us() for e in device) / repeats

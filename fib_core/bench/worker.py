@@ -74,6 +74,7 @@ class Watched:
 
     mappings: list[Entry] = field(default_factory=list)
     functions: list[Entry] = field(default_factory=list)
+    dynamo_loaded: bool = False  # whether torch._dynamo was imported when this was taken
 
 
 def _fingerprint() -> Watched:
@@ -85,7 +86,7 @@ def _fingerprint() -> Watched:
     class's mappingproxy, ``sys.modules``), so the check after every task (:func:`_tampered`)
     is a pass over the same entries, not a new walk of every module (that cost about 25 ms
     per workload). Objects, not ids, are kept: an id can be reused by a new object."""
-    watched = Watched()
+    watched = Watched(dynamo_loaded="torch._dynamo" in sys.modules)
     entries = watched.mappings
     for name, module in list(sys.modules.items()):
         if module is None or not (name == "fib_core" or name.startswith("fib_core.")
@@ -123,31 +124,73 @@ _WATCHED_TORCH = ("torch", "torch.cuda", "torch.profiler", "torch.testing", "tor
                   "torch.nn.functional", "torch.utils.benchmark", "triton", "triton.testing")
 
 
-def _settle_imports(device: str) -> None:
-    """Let torch finish its own lazy imports before the worker's baselines are taken.
+def _dynamo_import(baseline: Watched, changed: list[str]) -> bool:
+    """Whether ``changed`` is exactly what importing ``torch._dynamo`` does on its own, and the
+    baseline now takes that in (True) instead of the worker being replaced.
 
-    The first import of ``torch._dynamo`` (which the profiler and Triton's launch path reach on
-    a GPU) rebinds ``torch.manual_seed``: without this, an honest kernel's first call reads as
-    tampering and its worker is replaced after every workload (seen on an H100). CPU work only,
-    so a spare worker may do it while another worker is timing on the GPU.
-    """
-    if not device.startswith("cuda"):  # the CPU interpreter's path does not reach it
-        return
+    That import (``torch.compile``, ``torch.library.triton_op`` and ``torch.profiler``'s start
+    reach it) rebinds ``torch.manual_seed`` to a wrapper that ``torch._disable_dynamo`` makes
+    around the original. The worker no longer imports it at start (about 1 s before every
+    worker's first workload), so a solution that imports it would otherwise read as tampering
+    and cost a new worker per workload. Accepted only when dynamo was absent at the baseline
+    and is loaded now, ``torch.manual_seed`` is the only name changed, and the new object is
+    torch's own wrapper (the code object ``torch._disable_dynamo``, itself watched, makes)
+    holding the baseline's function. Anything else stays tampering."""
+    torch = sys.modules.get("torch")
+    if baseline.dynamo_loaded or torch is None or "torch._dynamo" not in sys.modules \
+            or changed != ["torch.manual_seed"]:
+        return False
+    entry = next((e for e in baseline.mappings if e[0] == "torch.manual_seed"), None)
+    wrapper = getattr(torch, "manual_seed", None)
+    if entry is None or not isinstance(wrapper, types.FunctionType):
+        return False
     try:
-        import torch._dynamo  # noqa: F401
-    except Exception:  # an older or trimmed torch: nothing to settle
-        pass
+        genuine = torch._disable_dynamo(_dynamo_probe).__code__
+        cells = dict(zip(wrapper.__code__.co_freevars,
+                         (c.cell_contents for c in wrapper.__closure__ or ()), strict=True))
+    except Exception:  # a torch without that helper, or an empty cell: not dynamo's doing
+        return False
+    if wrapper.__code__ is not genuine or cells.get("fn") is not entry[3]:
+        return False
+    index = baseline.mappings.index(entry)
+    baseline.mappings[index] = (entry[0], entry[1], entry[2], wrapper)
+    _watch_code(baseline, entry[0], wrapper)
+    baseline.dynamo_loaded = True
+    return True
+
+
+def _settle_environment() -> None:
+    """Set ``TORCHINDUCTOR_CACHE_DIR`` to the folder torch would choose (in this worker's
+    private temporary folder), unless it is set: torch sets it the first time its compiler's
+    cache folder is asked for, which importing ``torch._dynamo`` does, and the worker no longer
+    does that before its baseline. A solution using ``torch.compile`` would otherwise read as
+    changing the worker's environment. The folder is torch's rule, not asked of torch: asking
+    imports the compiler (about 1 s)."""
+    import getpass
+    import re
+    import tempfile
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, ModuleNotFoundError, OSError):
+        user = f"uid_{os.getuid()}"
+    name = "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user)
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tempfile.gettempdir(), name))
+
+
+def _dynamo_probe() -> None:
+    """What :func:`_dynamo_import` has ``torch._disable_dynamo`` wrap, to learn its code."""
 
 
 def _open_context_early(device: str) -> threading.Thread | None:
-    """Start creating this worker's CUDA context in a thread, while the main thread imports
-    ``torch._dynamo`` (about 1 s): the context (0.3 to 0.5 s on an H100 machine) then costs
-    the first workload nothing.
+    """Start creating this worker's CUDA context in a thread, while the worker waits for its
+    first task: the context (0.3 to 0.5 s on an H100 machine) then costs the first workload
+    nothing.
 
     Only for a worker started with ``--context-at-start``: one nothing else is timing beside
     (a run's first worker, a replacement), never a spare. The thread makes the driver's primary
     context of the device through the driver API, which torch then uses as its own. It runs
-    no Python import, so it cannot meet the main thread's import halfway, and it starts after
+    no Python import, so it cannot meet an import of the main thread halfway, and it starts after
     torch's own CUDA start has set the environment variables the driver reads. A failure here
     is only a lost head start: :func:`_settle_context` makes the context as before.
     """
@@ -285,9 +328,9 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
         evaluator.remote_check = RemoteChecker(send_check, receive_verdict)
     plugins: set[str] = set()
     # After torch's own CUDA start (collect_environment), which sets environment variables
-    # the driver reads: the thread then meets only the import below.
+    # the driver reads.
     early_context = _open_context_early(device) if context_at_start else None
-    _settle_imports(device)
+    _settle_environment()
     state: _ProcessState | None = None
     baseline: Watched | None = None
     checker = evaluator.remote_check
@@ -323,6 +366,8 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
         sys.stderr.flush()
         changed = state.restore()
         tainted = _tampered(baseline or Watched())
+        if baseline is not None and _dynamo_import(baseline, tainted):
+            tainted = []
         if changed or tainted:
             notes = result.extra.setdefault("warnings", [])
             if changed:

@@ -1,7 +1,7 @@
 """Every GPU timer of ``fib_core.bench.timing``, driven on CPU by a simulated GPU.
 
 The simulated GPU keeps a timeline in nanoseconds: a call launches kernels separated by gaps,
-and the fakes of ``torch.profiler``, CUPTI and CUDA events report what the real ones would
+and the fakes of torch's profiler, CUPTI and CUDA events report what the real ones would
 (profiler: a CPU event and a GPU-side annotation per marked range; CUPTI: activity records
 with correlation ids plus external-correlation records; events: host-side timestamps that
 include launch overhead). Each test asserts the figures the timer must produce from them: the
@@ -85,7 +85,7 @@ def _profiler_event(name: str, device: str, start_ns: int, end_ns: int):
 def install_fake_profiler(
     monkeypatch, gpu: FakeGpu, annotate: bool = True, raw: bool = False
 ) -> list:
-    """torch.profiler.profile/record_function over the simulated GPU. Each marked range gives
+    """torch.autograd.profiler's profile/record_function over the simulated GPU. Each marked range gives
     a CPU event (host time) and, when ``annotate``, the GPU annotation of its kernels. With
     ``raw`` the session also exposes the raw (kineto) records and its event list fails, so a
     test sees which one the timer read. Returns the list of sessions opened."""
@@ -121,14 +121,13 @@ def install_fake_profiler(
             return self._ns
 
     class Profile:
-        def __init__(self, activities):
-            assert len(activities) == 2  # CPU and CUDA: the annotation needs both
+        def __init__(self, use_device=None, use_cpu=True, use_kineto=False):
+            # CPU and CUDA: the annotation needs both
+            assert use_device == "cuda" and use_cpu and use_kineto
             sessions.append(self)
             if raw:
-                self.profiler = types.SimpleNamespace(
-                    kineto_results=types.SimpleNamespace(
-                        events=lambda: [RawRecord(*a) for a in annotations()]
-                    )
+                self.kineto_results = types.SimpleNamespace(
+                    events=lambda: [RawRecord(*a) for a in annotations()]
                 )
 
         def __enter__(self):
@@ -138,12 +137,13 @@ def install_fake_profiler(
         def __exit__(self, *exc):
             gpu.recording = False
 
-        def events(self):
+        @property
+        def function_events(self):
             assert not raw, "the event tree was built although raw records were there"
             return [_profiler_event(*a) for a in annotations()]
 
-    monkeypatch.setattr(torch.profiler, "profile", Profile)
-    monkeypatch.setattr(torch.profiler, "record_function", record_function)
+    monkeypatch.setattr(torch.autograd.profiler, "profile", Profile)
+    monkeypatch.setattr(torch.autograd.profiler, "record_function", record_function)
     return sessions
 
 

@@ -30,14 +30,24 @@ class _RawEvent:
         return self._ns
 
 
-def _prof(raw: list[_RawEvent], listed: list | None = None) -> SimpleNamespace:
-    def events():
-        if listed is None:
-            raise AssertionError("the event list was built although the raw records sufficed")
-        return listed
+class _Session:
+    """A finished autograd-profiler session: raw kineto records, and an event list that is
+    built only when read (as torch builds it)."""
 
-    results = SimpleNamespace(events=lambda: raw)
-    return SimpleNamespace(profiler=SimpleNamespace(kineto_results=results), events=events)
+    def __init__(self, raw: list[_RawEvent] | None, listed: list | None) -> None:
+        if raw is not None:
+            self.kineto_results = SimpleNamespace(events=lambda: raw)
+        self._listed = listed
+
+    @property
+    def function_events(self) -> list:
+        if self._listed is None:
+            raise AssertionError("the event list was built although the raw records sufficed")
+        return self._listed
+
+
+def _prof(raw: list[_RawEvent], listed: list | None = None) -> _Session:
+    return _Session(raw, listed)
 
 
 def test_raw_records_give_the_gpu_span_of_each_call() -> None:
@@ -73,7 +83,7 @@ def test_no_raw_records_in_this_torch_uses_the_event_list() -> None:
             time_range=SimpleNamespace(elapsed_us=lambda: 2.0),
         )
     ]
-    prof = SimpleNamespace(profiler=SimpleNamespace(), events=lambda: listed)
+    prof = _Session(None, listed)
     assert timing._raw_marks(prof) is None
     assert timing._spans_or_events(prof, None, None, 0, 1, None) == ([0.002], None)
 
@@ -107,6 +117,35 @@ def test_one_session_and_per_trial_sessions_measure_alike() -> None:
     assert checked == [34, 64, 94] * 2  # re-checks still run after each trial
     band = max(per_trial.overall["p90"] - per_trial.overall["p10"], 0.05 * per_trial.latency_ms)
     assert abs(one.latency_ms - per_trial.latency_ms) <= band
+
+
+@pytest.mark.gpu
+def test_the_profiler_timer_leaves_torch_dynamo_unimported() -> None:
+    """The timer's profiler session does not import torch._dynamo (about 1 s that every worker
+    used to pay before its first workload), and its spans are the device-side ones. In a
+    fresh interpreter: this one may have imported dynamo already."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "import sys, torch\n"
+        "from fib_core.bench import timing\n"
+        "x = torch.randn(1 << 20, device='cuda')\n"
+        "r = timing.measure(lambda i: x.mul_(1.0), lambda i: None, device='cuda:0',\n"
+        "                   method='profiler', warmup=2, iterations=10, trials=3)\n"
+        "assert r.method == 'profiler' and not r.warnings, r.warnings\n"
+        "assert 0 < r.latency_ms < 1, r.latency_ms\n"
+        "print('torch._dynamo' in sys.modules)\n"
+    )
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "False"
 
 
 def test_staging_copies_the_set_swaps_scalars_and_poisons_outputs(monkeypatch) -> None:

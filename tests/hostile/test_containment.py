@@ -190,6 +190,22 @@ def test_hostile_corpus_is_contained(tmp_path, isolated, tagged_env):
     assert _tagged(tagged_env) == []
 
 
+def test_a_solution_importing_torch_dynamo_keeps_its_worker(tmp_path, tagged_env):
+    """Importing torch._dynamo (torch.compile does) rebinds torch.manual_seed; that is torch's
+    doing, not the solution's: no tampering warning, and one worker serves both workloads."""
+    root = _dataset(tmp_path / "dataset", ["imports_dynamo"])
+    cfg = BenchmarkConfig(solutions=("imports_dynamo",), **FAST)
+    events: list = []
+    with Benchmark(TraceSet.from_path(root), cfg, on_event=events.append) as bench:
+        traces = bench.run_all(dump_traces=False)
+    assert [t.evaluation.status.value for t in traces] == ["PASSED", "PASSED"]
+    for trace in traces:
+        assert not trace.evaluation.extra.get("warnings"), trace.evaluation.extra
+    replaced = [e.message for e in events if isinstance(e, Log) and "replacing" in e.message]
+    assert replaced == []
+    assert _tagged(tagged_env) == []
+
+
 def test_a_patched_checker_gains_nothing_on_any_workload(tmp_path, tagged_env):
     root = _dataset(tmp_path / "dataset", ["patch_checker"])
     cfg = BenchmarkConfig(solutions=("patch_checker",), **FAST)

@@ -734,6 +734,62 @@ def test_a_patched_harness_function_or_module_is_noticed_after_the_task(monkeypa
     assert worker._tampered(baseline) == []
 
 
+_DYNAMO_SCRIPT = """
+import functools, sys, torch
+import fib_core.bench.check
+from fib_core.bench import worker
+
+def other(seed):
+    return None
+
+base = worker._fingerprint()
+assert not base.dynamo_loaded and "torch._dynamo" not in sys.modules
+original = torch.manual_seed
+torch.manual_seed = torch._disable_dynamo(other)  # dynamo's wrapper, but dynamo not loaded
+assert not worker._dynamo_import(base, worker._tampered(base))
+torch.manual_seed = original
+import torch._dynamo
+genuine = torch.manual_seed
+assert genuine is not original and worker._tampered(base) == ["torch.manual_seed"]
+forged = [
+    functools.wraps(original)(lambda *a, **k: None),  # claims to wrap the original
+    torch._disable_dynamo(other),  # torch's own wrapper around another function
+]
+for fake in forged:
+    torch.manual_seed = fake
+    assert not worker._dynamo_import(base, worker._tampered(base)), fake
+torch.manual_seed = genuine
+saved = torch.allclose
+torch.allclose = lambda *a, **k: True  # dynamo's change plus one more: tampering
+assert not worker._dynamo_import(base, worker._tampered(base))
+torch.allclose = saved
+assert worker._dynamo_import(base, worker._tampered(base))
+assert worker._tampered(base) == [] and base.dynamo_loaded
+torch.manual_seed = other  # taken in once; a later swap is tampering again
+assert worker._tampered(base) == ["torch.manual_seed"]
+assert not worker._dynamo_import(base, ["torch.manual_seed"])
+print("ok")
+"""
+
+
+def test_importing_torch_dynamo_is_not_tampering_but_a_forgery_of_it_is():
+    """Workers no longer import torch._dynamo at start; a solution that does (torch.compile)
+    rebinds torch.manual_seed, which the baseline takes in only when it is torch's own wrapper
+    around the same function, dynamo was absent before, and nothing else changed. Run in a
+    fresh interpreter: dynamo's import cannot be undone."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    done = subprocess.run([sys.executable, "-c", _DYNAMO_SCRIPT], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
 @needs_memfd
 def test_outputs_larger_than_a_slot_are_sent_as_bytes_not_failed():
     """A slot too small for a call's outputs (a buffer sized for an earlier workload that could
