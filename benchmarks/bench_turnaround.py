@@ -4,6 +4,7 @@
     python benchmarks/bench_turnaround.py --defs gdn_decode_qk4_v8_d128_k_last --gpus 0,1
     python benchmarks/bench_turnaround.py --defs gdn_decode_qk4_v8_d128_k_last --compare-timing
     python benchmarks/bench_turnaround.py --quick                 # CPU, seconds: the harness path
+    python benchmarks/bench_turnaround.py --quick --timeline      # where each process's start goes
 
 Each definition's default starter runs through the same flow as ``run_local.py`` (settings
 from the definition's evaluation-settings file), twice: first with a fresh ``FIB_CACHE_DIR``
@@ -80,6 +81,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="run the warm run's worker and judge under cProfile (stats in DIR) and print "
         "where their time went",
     )
+    p.add_argument(
+        "--timeline",
+        action="store_true",
+        help="print each run's processes' milestones (boot, imports, ready, first task) on "
+        "one clock, relative to the run's start",
+    )
     p.add_argument("--json", type=Path, help="write the figures here")
     return p.parse_args(argv)
 
@@ -127,6 +134,7 @@ def _progress(label: str, started: float, marks: dict[str, float]):
             marks.setdefault("first_start", time.perf_counter() - started)
         if isinstance(event, WorkloadFinished):
             marks["last_end"] = time.perf_counter() - started
+            marks.setdefault("first_end", marks["last_end"])
             marks[f"end:{event.trace.workload.uuid}"] = marks["last_end"]
             ev = event.trace.evaluation
             status = ev.status.value if ev is not None else "NONE"
@@ -176,6 +184,7 @@ def _run(cfg: Any, opts: Any, gpus: str | None, cache: Path, extra: dict | None,
 
     os.environ["FIB_CACHE_DIR"] = str(cache)
     os.environ["TRITON_CACHE_DIR"] = str(cache / "triton")
+    since = time.monotonic()  # the processes' milestones are on this clock (--timeline)
     started = time.perf_counter()
     dataset = resolve_dataset()[0]
     start_early(opts.flags.get("device"), gpus, dataset)  # as run_local does
@@ -202,9 +211,26 @@ def _run(cfg: Any, opts: Any, gpus: str | None, cache: Path, extra: dict | None,
         print(f"  [{label}] last workload per GPU: "
               + ", ".join(f"GPU {s.shard} {len(s.traces)} at {e:.1f} s"
                           for s, e in zip(shards, ends, strict=True)), flush=True)
+    _print_timeline(since, marks)
     traces, _ = merge_shards(shards)
     return {"wall_s": wall, "traces": traces, "breakdown": harness_breakdown(traces),
             "gpus": len(shards), "device": shards[0].device}
+
+
+def _print_timeline(since: float, marks: dict[str, float]) -> None:
+    """With --timeline: each process's milestones in this run (seconds after its start), then
+    the file is emptied for the next run."""
+    from fib_core.bench.timeline import TIMELINE_VAR, format_timeline, read
+
+    path = os.environ.get(TIMELINE_VAR)
+    if not path:
+        return
+    print(f"    timeline (s after the run's start; first workload started "
+          f"{marks.get('first_start', float('nan')):.2f}, ended "
+          f"{marks.get('first_end', float('nan')):.2f}):")
+    for line in format_timeline(read(path, since)):
+        print("    " + line)
+    Path(path).write_text("")
 
 
 def _print_profiles(folder: Path, top: int = 25) -> None:
@@ -363,6 +389,10 @@ def main(argv: list[str] | None = None) -> int:
     keep = os.environ.get("FIB_CACHE_DIR")
     results = []
     with tempfile.TemporaryDirectory(prefix="fib-turnaround-") as tmp:
+        if args.timeline:
+            from fib_core.bench.timeline import TIMELINE_VAR
+
+            os.environ[TIMELINE_VAR] = str(Path(tmp) / "timeline.txt")
         try:
             for definition in defs:
                 results.append(bench_definition(definition, args, Path(tmp)))

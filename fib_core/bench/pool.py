@@ -146,6 +146,9 @@ class WorkerHandle:
             log.close()
             child.close()
         self.conn = parent
+        from fib_core.bench.timeline import mark
+
+        mark("spawner", f"{self.role}-launched")
 
     def wait_ready(self, timeout: float = STARTUP_TIMEOUT_S) -> None:
         """Wait for the launched process's greeting; WorkerDied if it does not come."""
@@ -160,6 +163,9 @@ class WorkerHandle:
             self.kill()
             raise WorkerDied(f"the benchmark {self.role} failed to start:\n{clip_text(str(detail))}")
         self.device = header["device"]
+        from fib_core.bench.timeline import mark
+
+        mark("spawner", f"{self.role}-ready")
         warnings = header.get("warnings")
         self.warnings = [clip_text(str(w), 500) for w in warnings[:10]] \
             if isinstance(warnings, list) else []

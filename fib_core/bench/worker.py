@@ -297,9 +297,11 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
     ``context_at_start`` the CUDA context is made while the worker boots
     (:func:`_open_context_early`), else when its first task arrives."""
     from fib_core.bench.exchange import receive_arena
+    from fib_core.bench.timeline import mark
     from fib_core.bench.wire import ChildGone, recv_message_fds, recv_object, send_frame
 
     device = resolve_device(requested_device)
+    mark("worker", "torch")
     if not device.startswith("cuda"):
         os.environ["TRITON_INTERPRET"] = "1"
     from fib_core.bench.environment import collect_environment
@@ -311,6 +313,7 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
     from dataclasses import asdict
 
     send_frame(sock, {"type": "ready", "device": device, "env": asdict(env), "warnings": warnings})
+    mark("worker", "ready")
     current = {"task": -1}
 
     def phase(name: str) -> None:
@@ -352,6 +355,7 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
         task = message[1]
         current["task"] = task.task_id
         if state is None:
+            mark("worker", "task1")
             _settle_context(device, early_context)
             state = _ProcessState()
         try:
@@ -386,9 +390,11 @@ def serve_judge(sock: Any, requested_device: str) -> int:
     from dataclasses import asdict
 
     from fib_core.bench.exchange import receive_arena
+    from fib_core.bench.timeline import mark
     from fib_core.bench.wire import ChildGone, payload_bytes, recv_message_fds, send_frame
 
     device = resolve_device(requested_device)
+    mark("judge", "torch")
     if not device.startswith("cuda"):
         os.environ["TRITON_INTERPRET"] = "1"
     from fib_core.bench.environment import collect_environment
@@ -397,6 +403,7 @@ def serve_judge(sock: Any, requested_device: str) -> int:
 
     env = collect_environment(device)
     send_frame(sock, {"type": "ready", "device": device, "env": asdict(env), "warnings": []})
+    mark("judge", "ready")
     # The judge's context now, on this thread (it is never a spare): its reads then page-lock
     # memory in threads that find the context made (integrity.PinnedPool).
     _settle_context(device)
@@ -493,7 +500,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parent", type=int, help="the launching process's pid")
     args = parser.parse_args(argv)
     from fib_core.bench import sandbox
+    from fib_core.bench.timeline import mark
 
+    mark(args.role, "start")  # before the sandbox: the timeline's file is open from here on
     sandbox.die_with_parent(args.parent)  # also when it ended while this one started
     warnings: list[str] = []
     if args.role == "judge":

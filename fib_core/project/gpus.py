@@ -322,6 +322,9 @@ def start_early(device: str | None, gpus: str | None, dataset_root: str | Path |
 
     Example: ``start_early(None, "0,1", "/path/to/dataset")`` at the top of a launcher's main.
     """
+    from fib_core.bench.timeline import mark
+
+    mark("launcher", "start_early")
     ids = None if device == "cpu" else _early_device_ids(gpus)
     root = None if dataset_root is None else str(dataset_root)
     if ids is None:
@@ -384,7 +387,11 @@ def _child(device_id: str, queue: QueueTaker, report: Any, inbox: Any, device: s
 
     from fib_core.bench.pool import discard_early
     from fib_core.bench.sandbox import die_with_parent
+    from fib_core.bench.timeline import mark
     from fib_core.paths import remove_private_dirs
+
+    role = f"gpu{device_id}"
+    mark(role, "start")
 
     def leave(signum: int, frame: Any) -> None:
         # Not an exception: one raised inside an import can be swallowed by the module
@@ -406,10 +413,14 @@ def _child(device_id: str, queue: QueueTaker, report: Any, inbox: Any, device: s
 
             launch_early(device, dataset_root)
             from fib_core.project.runflow import execute as target
+
+            _preload()
+        mark(role, "imported")
         payload = _wait_for_request(inbox, parent)
         if payload is None:  # no run for this process
             return
         request = pickle.loads(payload)
+        mark(role, "request")
         shard = target(request, on_event=lambda event: report.send(("event", event)),
                        queue=queue)
         report.send(("result", shard))
@@ -431,6 +442,17 @@ def _child(device_id: str, queue: QueueTaker, report: Any, inbox: Any, device: s
         report.send(("bug", f"GPU {device_id}:\n{traceback.format_exc()}"))
     finally:  # a multiprocessing child runs no atexit hooks
         discard_early(remove_logs=True)
+
+
+def _preload() -> None:
+    """Import torch and the engine's modules while the request is on its way (CPU work only,
+    no CUDA context): the engine imports them lazily, and without this a GPU process paid
+    torch's import (1.3 s with two H200s, its judge and worker importing it beside) after its
+    request came, while its worker stood ready."""
+    import torch  # noqa: F401
+
+    import fib_core.bench.inputs  # noqa: F401
+    import fib_core.bench.runner  # noqa: F401
 
 
 def _wait_for_request(inbox: Any, parent: int) -> bytes | None:

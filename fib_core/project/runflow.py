@@ -241,12 +241,14 @@ def execute(
     GPU's :class:`fib_core.project.work_queue.QueueTaker`, for a request with ``queue`` set."""
     from fib_core.bench import Benchmark, BenchmarkConfig
     from fib_core.bench.stream import WorkloadStream
+    from fib_core.bench.timeline import mark
     from fib_core.compile import BuildOptions
     from fib_core.data import Solution
     from fib_core.project.dataset_checks import check_blobs
 
     device = request.device or resolve_device(None)
     path, trace_set = _dataset(request, trace_set)
+    mark("execute", "dataset")
     if request.definition not in trace_set.definitions:
         raise ConfigError(f"definition {request.definition} is not in the dataset at {path}")
     selection = select_for(request, trace_set, device)
@@ -266,6 +268,7 @@ def execute(
         device=device, build_options=BuildOptions(**request.build), **request.engine
     )
     solution = Solution.from_dict(request.solution)
+    mark("execute", "selected")
     with Benchmark(trace_set, config) as bench:
         if stream is not None:
             traces = bench.run_solution(solution, stream, on_event=on_event)

@@ -1,0 +1,42 @@
+"""The start-up timeline: off by default, one clock for every process, a line per process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from fib_core.bench import timeline
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_marks_are_off_unless_a_file_is_named(tmp_path, monkeypatch):
+    monkeypatch.delenv(timeline.TIMELINE_VAR, raising=False)
+    monkeypatch.chdir(tmp_path)
+    timeline.mark("worker", "ready")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_processes_marks_share_one_clock_and_group_by_process(tmp_path):
+    path = tmp_path / "timeline.txt"
+    since = time.monotonic()
+    env = {**os.environ, timeline.TIMELINE_VAR: str(path),
+           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    code = ("import time; from fib_core.bench.timeline import mark; "
+            "mark('{role}', 'start'); time.sleep(0.2); mark('{role}', 'ready')")
+    children = [subprocess.Popen([sys.executable, "-c", code.format(role=role)], env=env)
+                for role in ("judge", "worker")]
+    assert [c.wait(timeout=60) for c in children] == [0, 0]
+    path.write_text(path.read_text() + "garbage line\n1.0 x worker bad\n")
+    rows = timeline.read(path, since)
+    assert sorted((role, m) for _, _, role, m in rows) == [
+        ("judge", "ready"), ("judge", "start"), ("worker", "ready"), ("worker", "start")]
+    assert all(0 <= at < 60 for at, *_ in rows) and rows == sorted(rows)
+    by_role = {role: [at for at, _, r, _ in rows if r == role] for role in ("judge", "worker")}
+    assert all(later - first >= 0.2 for first, later in by_role.values())
+    lines = timeline.format_timeline(rows)
+    assert len(lines) == 2 and all("start" in line and "ready" in line for line in lines)
+    assert timeline.read(path, time.monotonic() + 1) == []  # marks before ``since`` are left out
