@@ -25,11 +25,17 @@ def mark(role: str, milestone: str) -> None:
     path = os.environ.get(TIMELINE_VAR)
     if not path:
         return
-    try:
-        if not _open:
-            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+    if not _open:  # tried once: a file that could not be opened (a sandbox's later view of
+        # it included) is not tried again; non-blocking, so a FIFO with no reader never waits
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK
+        try:
             _open.extend((os.open(path, flags, 0o600), os.getpid()))
-        line = f"{time.monotonic():.4f} {_open[1]} {role} {milestone}\n"
+        except OSError:
+            _open.extend((-1, os.getpid()))
+    if _open[0] < 0:
+        return
+    line = f"{time.monotonic():.4f} {_open[1]} {role} {milestone}\n"
+    try:
         os.write(_open[0], line.encode())  # one small append: whole, whatever else writes
     except OSError:  # measuring only: a run never fails for it
         pass

@@ -333,7 +333,8 @@ class RawMark:
 def _raw_marks(prof: Any) -> list[RawMark] | None:
     """The timed-call ranges from the profiler's raw (kineto) records, or None when this torch
     does not expose them. Reading them skips building the profiler's event tree, which takes
-    longer than a small kernel's whole trial."""
+    longer than a small kernel's whole trial (from torch 2.5 on; torch 2.4 builds it when the
+    session ends)."""
     try:
         raw = prof.kineto_results.events()
     except AttributeError:

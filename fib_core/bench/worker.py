@@ -75,6 +75,9 @@ class Watched:
     mappings: list[Entry] = field(default_factory=list)
     functions: list[Entry] = field(default_factory=list)
     dynamo_loaded: bool = False  # whether torch._dynamo was imported when this was taken
+    # The code object and globals of torch's own dynamo wrapper, learnt when the baseline was
+    # taken (not after a task, when the solution may have changed what makes it).
+    dynamo_wrapper: tuple[Any, dict] | None = None
 
 
 def _fingerprint() -> Watched:
@@ -87,6 +90,13 @@ def _fingerprint() -> Watched:
     is a pass over the same entries, not a new walk of every module (that cost about 25 ms
     per workload). Objects, not ids, are kept: an id can be reused by a new object."""
     watched = Watched(dynamo_loaded="torch._dynamo" in sys.modules)
+    torch = sys.modules.get("torch")
+    if torch is not None and not watched.dynamo_loaded:
+        try:
+            probe = torch._disable_dynamo(_dynamo_probe)
+            watched.dynamo_wrapper = (probe.__code__, probe.__globals__)
+        except Exception:  # a torch without that helper: its import is not taken in
+            pass
     entries = watched.mappings
     for name, module in list(sys.modules.items()):
         if module is None or not (name == "fib_core" or name.startswith("fib_core.")
@@ -134,27 +144,35 @@ def _dynamo_import(baseline: Watched, changed: list[str]) -> bool:
     worker's first workload), so a solution that imports it would otherwise read as tampering
     and cost a new worker per workload. Accepted only when dynamo was absent at the baseline
     and is loaded now, ``torch.manual_seed`` is the only name changed, and the new object is
-    torch's own wrapper (the code object ``torch._disable_dynamo``, itself watched, makes)
-    holding the baseline's function. Anything else stays tampering."""
+    torch's own wrapper (the code object and globals ``torch._disable_dynamo`` gave when the
+    baseline was taken) holding the baseline's function; its closure is watched from then on.
+    Anything else stays tampering. What the wrapper calls on (``torch._dynamo.disable``, an
+    attribute dynamo caches on the original) is not watched: the kit never calls
+    ``torch.manual_seed`` in a worker (its inputs come from seeded generators)."""
     torch = sys.modules.get("torch")
-    if baseline.dynamo_loaded or torch is None or "torch._dynamo" not in sys.modules \
-            or changed != ["torch.manual_seed"]:
+    if baseline.dynamo_loaded or baseline.dynamo_wrapper is None or torch is None \
+            or "torch._dynamo" not in sys.modules or changed != ["torch.manual_seed"]:
         return False
     entry = next((e for e in baseline.mappings if e[0] == "torch.manual_seed"), None)
     wrapper = getattr(torch, "manual_seed", None)
-    if entry is None or not isinstance(wrapper, types.FunctionType):
+    if entry is None or type(wrapper) is not types.FunctionType:
+        return False
+    code, namespace = baseline.dynamo_wrapper
+    if wrapper.__code__ is not code or wrapper.__globals__ is not namespace \
+            or code.co_freevars != ("fn", "recursive"):
         return False
     try:
-        genuine = torch._disable_dynamo(_dynamo_probe).__code__
-        cells = dict(zip(wrapper.__code__.co_freevars,
-                         (c.cell_contents for c in wrapper.__closure__ or ()), strict=True))
-    except Exception:  # a torch without that helper, or an empty cell: not dynamo's doing
-        return False
-    if wrapper.__code__ is not genuine or cells.get("fn") is not entry[3]:
+        cells = dict(zip(code.co_freevars, wrapper.__closure__ or (), strict=True))
+        if cells["fn"].cell_contents is not entry[3]:
+            return False
+    except (ValueError, KeyError):  # an empty cell, or not two of them: not dynamo's doing
         return False
     index = baseline.mappings.index(entry)
     baseline.mappings[index] = (entry[0], entry[1], entry[2], wrapper)
     _watch_code(baseline, entry[0], wrapper)
+    for name, cell in cells.items():  # what the wrapper calls stays what it is now
+        baseline.functions.append((f"{entry[0]}.<{name}>", cell, "cell_contents",
+                                   cell.cell_contents))
     baseline.dynamo_loaded = True
     return True
 
@@ -163,9 +181,9 @@ def _settle_environment() -> None:
     """Set ``TORCHINDUCTOR_CACHE_DIR`` to the folder torch would choose (in this worker's
     private temporary folder), unless it is set: torch sets it the first time its compiler's
     cache folder is asked for, which importing ``torch._dynamo`` does, and the worker no longer
-    does that before its baseline. A solution using ``torch.compile`` would otherwise read as
-    changing the worker's environment. The folder is torch's rule, not asked of torch: asking
-    imports the compiler (about 1 s)."""
+    does that before its baseline. A solution importing it would otherwise read as changing the
+    worker's environment (what ``torch.compile`` sets when it compiles still does). The folder
+    is torch's rule, not asked of torch: asking imports the compiler (about 1 s)."""
     import getpass
     import re
     import tempfile
@@ -330,10 +348,10 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
     if not trusted:  # the trusted mode exists to measure what the judge costs
         evaluator.remote_check = RemoteChecker(send_check, receive_verdict)
     plugins: set[str] = set()
+    _settle_environment()  # before the context thread: the driver reads the environment
     # After torch's own CUDA start (collect_environment), which sets environment variables
     # the driver reads.
     early_context = _open_context_early(device) if context_at_start else None
-    _settle_environment()
     state: _ProcessState | None = None
     baseline: Watched | None = None
     checker = evaluator.remote_check

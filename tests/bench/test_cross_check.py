@@ -71,6 +71,49 @@ def test_a_timer_below_the_span_or_two_spans_apart_is_flagged() -> None:
     assert judge({"events": 1.0}, kernels=1)[0] is None
 
 
+def test_busy_time_per_call_comes_from_a_gpu_only_profiler_session(monkeypatch) -> None:
+    """profile_call opens a kineto session of the GPU's activity only and averages what its
+    events record per call; a session that fails gives (None, None), not an error."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from fib_core.bench import cross_check
+
+    opened = []
+
+    class Session:
+        def __init__(self, **kwargs) -> None:
+            opened.append(kwargs)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc) -> None:
+            return None
+
+        @property
+        def function_events(self):
+            kernel = SimpleNamespace(device_type="DeviceType.CUDA",
+                                     time_range=SimpleNamespace(elapsed_us=lambda: 5.0))
+            host = SimpleNamespace(device_type="DeviceType.CPU",
+                                   time_range=SimpleNamespace(elapsed_us=lambda: 99.0))
+            return [kernel, kernel, host] * 3
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(torch.autograd.profiler, "profile", Session)
+    calls = []
+    assert cross_check.profile_call(calls.append, repeats=3) == (2, pytest.approx(0.010))
+    assert calls == [0, 0, 0]
+    assert opened == [{"use_device": "cuda", "use_cpu": False, "use_kineto": True}]
+
+    def broken(**kwargs):
+        raise RuntimeError("no activities")
+
+    monkeypatch.setattr(torch.autograd.profiler, "profile", broken)
+    assert cross_check.profile_call(calls.append) == (None, None)
+
+
 def test_rows_validate_and_round_trip() -> None:
     with pytest.raises(ValueError, match="unknown method"):
         CrossCheckRow("u", {}, {"stopwatch": 1.0})

@@ -13,11 +13,20 @@ from fib_core.bench import timeline
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_marks_are_off_unless_a_file_is_named(tmp_path, monkeypatch):
+def test_marks_are_off_unless_a_file_is_named(monkeypatch):
     monkeypatch.delenv(timeline.TIMELINE_VAR, raising=False)
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(timeline, "_open", [])
     timeline.mark("worker", "ready")
-    assert list(tmp_path.iterdir()) == []
+    assert timeline._open == []  # nothing opened, nothing to write to
+
+
+def test_a_file_that_cannot_be_opened_is_tried_once_and_the_run_goes_on(tmp_path, monkeypatch):
+    monkeypatch.setattr(timeline, "_open", [])
+    monkeypatch.setenv(timeline.TIMELINE_VAR, str(tmp_path / "missing" / "timeline.txt"))
+    timeline.mark("worker", "start")
+    (tmp_path / "missing").mkdir()  # there now, as after a sandbox changed the view
+    timeline.mark("worker", "ready")
+    assert timeline._open[0] == -1 and not (tmp_path / "missing" / "timeline.txt").exists()
 
 
 def test_processes_marks_share_one_clock_and_group_by_process(tmp_path):

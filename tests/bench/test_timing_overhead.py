@@ -120,29 +120,37 @@ def test_one_session_and_per_trial_sessions_measure_alike() -> None:
 
 
 @pytest.mark.gpu
-def test_the_profiler_timer_leaves_torch_dynamo_unimported() -> None:
-    """The timer's profiler session does not import torch._dynamo (about 1 s that every worker
-    used to pay before its first workload), and its spans are the device-side ones. In a
-    fresh interpreter: this one may have imported dynamo already."""
+def test_the_profiler_timer_leaves_torch_dynamo_unimported(tmp_path) -> None:
+    """The timer's profiler session, timing a torch operation and a Triton kernel, does not
+    import torch._dynamo (about 1 s that every worker used to pay before its first workload),
+    and its spans are the device-side ones. In a fresh interpreter: this one may have imported
+    dynamo already."""
     import os
     import subprocess
     import sys
     from pathlib import Path
 
-    script = (
-        "import sys, torch\n"
+    script = tmp_path / "probe.py"
+    script.write_text(
+        "import sys, torch, triton, triton.language as tl\n"
         "from fib_core.bench import timing\n"
+        "@triton.jit\n"
+        "def add_one(p, n, BLOCK: tl.constexpr):\n"
+        "    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    tl.store(p + i, tl.load(p + i, mask=i < n) + 1, mask=i < n)\n"
         "x = torch.randn(1 << 20, device='cuda')\n"
-        "r = timing.measure(lambda i: x.mul_(1.0), lambda i: None, device='cuda:0',\n"
-        "                   method='profiler', warmup=2, iterations=10, trials=3)\n"
-        "assert r.method == 'profiler' and not r.warnings, r.warnings\n"
-        "assert 0 < r.latency_ms < 1, r.latency_ms\n"
+        "calls = [lambda i: x.mul_(1.0), lambda i: add_one[(4096,)](x, x.numel(), BLOCK=256)]\n"
+        "for call in calls:\n"
+        "    r = timing.measure(call, lambda i: None, device='cuda:0',\n"
+        "                       method='profiler', warmup=2, iterations=10, trials=3)\n"
+        "    assert r.method == 'profiler' and not r.warnings, r.warnings\n"
+        "    assert 0 < r.latency_ms < 1, r.latency_ms\n"
         "print('torch._dynamo' in sys.modules)\n"
     )
     root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "False"

@@ -751,9 +751,13 @@ torch.manual_seed = original
 import torch._dynamo
 genuine = torch.manual_seed
 assert genuine is not original and worker._tampered(base) == ["torch.manual_seed"]
+import types
 forged = [
     functools.wraps(original)(lambda *a, **k: None),  # claims to wrap the original
     torch._disable_dynamo(other),  # torch's own wrapper around another function
+    # torch's own code and closure, run against globals of the solution's choosing
+    types.FunctionType(genuine.__code__, {"__builtins__": __builtins__}, "inner", None,
+                       genuine.__closure__),
 ]
 for fake in forged:
     torch.manual_seed = fake
@@ -765,6 +769,9 @@ assert not worker._dynamo_import(base, worker._tampered(base))
 torch.allclose = saved
 assert worker._dynamo_import(base, worker._tampered(base))
 assert worker._tampered(base) == [] and base.dynamo_loaded
+genuine.__closure__[0].cell_contents = other  # what the wrapper calls is watched from now on
+assert worker._tampered(base) == ["torch.manual_seed.<fn>"]
+genuine.__closure__[0].cell_contents = original
 torch.manual_seed = other  # taken in once; a later swap is tampering again
 assert worker._tampered(base) == ["torch.manual_seed"]
 assert not worker._dynamo_import(base, ["torch.manual_seed"])
