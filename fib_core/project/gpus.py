@@ -278,6 +278,11 @@ class ShardProcesses:
                     else:  # the run ends with this: the other GPUs take no further workload
                         self.queue.stop()
                         (bugs if kind == "bug" else errors).append(payload)
+        except BaseException:  # this process is leaving (Ctrl-C, a failing event callback):
+            # its GPU processes stop now, as unserved ones do (their judges and workers killed,
+            # their folders removed), instead of running on until close's deadline
+            self.served = False
+            raise
         finally:
             self.close(timeout=30)
         if bugs:

@@ -181,6 +181,23 @@ def test_one_gpu_failing_ends_the_run_without_the_rest_of_the_queue(
     assert ran < 60  # it took no workload once the failure was in
 
 
+def test_a_failing_event_callback_stops_the_gpu_processes_at_once(
+    fake_target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The launcher's own failure (an interrupt, a callback raising, as printing to a closed
+    pipe does) ends its GPU processes now, instead of leaving them to run their queue until
+    close's 30 s deadline: neither gets to the end of its share."""
+    monkeypatch.setenv("FAKE_COUNT_DIR", str(tmp_path))
+    uuids = [f"w{i}" for i in range(200)]  # 5 s for each GPU
+
+    def on_event(event) -> None:
+        raise BrokenPipeError("stdout closed")
+
+    with pytest.raises(BrokenPipeError):
+        run_on_gpus(_plan(uuids), ["3", "7"], on_event=on_event, target=fake_target)
+    assert not list(tmp_path.glob("shard*"))  # a child that ran to its end writes its count
+
+
 LAUNCH_AND_PRINT = """
 import sys
 sys.path[:0] = [{root!r}, {fake!r}]
