@@ -40,6 +40,7 @@ from fib_core.bench.judge import (
 from fib_core.bench.logs import clip_text, read_bounded
 from fib_core.bench.protocol import EvalResult, EvalTask
 from fib_core.bench.sandbox import TOKEN_VAR, kill_tagged
+from fib_core.bench.timeline import mark
 from fib_core.bench.wire import DEFAULT_MAX_BLOB, ChildGone, WireError, read_frame, send_object
 from fib_core.data.trace import EvaluationStatus
 
@@ -146,8 +147,6 @@ class WorkerHandle:
             log.close()
             child.close()
         self.conn = parent
-        from fib_core.bench.timeline import mark
-
         mark("spawner", f"{self.role}-launched")
 
     def wait_ready(self, timeout: float = STARTUP_TIMEOUT_S) -> None:
@@ -163,8 +162,6 @@ class WorkerHandle:
             self.kill()
             raise WorkerDied(f"the benchmark {self.role} failed to start:\n{clip_text(str(detail))}")
         self.device = header["device"]
-        from fib_core.bench.timeline import mark
-
         mark("spawner", f"{self.role}-ready")
         warnings = header.get("warnings")
         self.warnings = [clip_text(str(w), 500) for w in warnings[:10]] \

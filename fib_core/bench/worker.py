@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fib_core.bench.timeline import mark
 from fib_core.data.trace import EvaluationStatus
 
 
@@ -177,6 +178,10 @@ def _dynamo_import(baseline: Watched, changed: list[str]) -> bool:
     return True
 
 
+def _dynamo_probe() -> None:
+    """What :func:`_fingerprint` has ``torch._disable_dynamo`` wrap, to learn its code."""
+
+
 def _settle_environment() -> None:
     """Set ``TORCHINDUCTOR_CACHE_DIR`` to the folder torch would choose (in this worker's
     private temporary folder), unless it is set: torch sets it the first time its compiler's
@@ -194,10 +199,6 @@ def _settle_environment() -> None:
         user = f"uid_{os.getuid()}"
     name = "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user)
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tempfile.gettempdir(), name))
-
-
-def _dynamo_probe() -> None:
-    """What :func:`_dynamo_import` has ``torch._disable_dynamo`` wrap, to learn its code."""
 
 
 def _open_context_early(device: str) -> threading.Thread | None:
@@ -315,7 +316,6 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
     ``context_at_start`` the CUDA context is made while the worker boots
     (:func:`_open_context_early`), else when its first task arrives."""
     from fib_core.bench.exchange import receive_arena
-    from fib_core.bench.timeline import mark
     from fib_core.bench.wire import ChildGone, recv_message_fds, recv_object, send_frame
 
     device = resolve_device(requested_device)
@@ -408,7 +408,6 @@ def serve_judge(sock: Any, requested_device: str) -> int:
     from dataclasses import asdict
 
     from fib_core.bench.exchange import receive_arena
-    from fib_core.bench.timeline import mark
     from fib_core.bench.wire import ChildGone, payload_bytes, recv_message_fds, send_frame
 
     device = resolve_device(requested_device)
@@ -518,7 +517,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parent", type=int, help="the launching process's pid")
     args = parser.parse_args(argv)
     from fib_core.bench import sandbox
-    from fib_core.bench.timeline import mark
 
     mark(args.role, "start")  # before the sandbox: the timeline's file is open from here on
     sandbox.die_with_parent(args.parent)  # also when it ended while this one started
