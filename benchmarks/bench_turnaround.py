@@ -5,6 +5,7 @@
     python benchmarks/bench_turnaround.py --defs gdn_decode_qk4_v8_d128_k_last --compare-timing
     python benchmarks/bench_turnaround.py --quick                 # CPU, seconds: the harness path
     python benchmarks/bench_turnaround.py --quick --timeline      # where each process's start goes
+    python benchmarks/bench_turnaround.py --defs gdn_decode_qk4_v8_d128_k_last --watch-idle 5
 
 Each definition's default starter runs through the same flow as ``run_local.py`` (settings
 from the definition's evaluation-settings file), twice: first with a fresh ``FIB_CACHE_DIR``
@@ -86,6 +87,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="print each run's processes' milestones (boot, imports, ready, first task) on "
         "one clock, relative to the run's start",
+    )
+    p.add_argument(
+        "--watch-idle",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="time the warm run as run_local.py --watch's run after an edit: its processes "
+        "are started S seconds before the clock starts (default 0: a fresh command)",
     )
     p.add_argument("--json", type=Path, help="write the figures here")
     return p.parse_args(argv)
@@ -172,11 +181,13 @@ def _mark_handover(started: float, marks: dict[str, float]) -> Any:
 
 
 def _run(cfg: Any, opts: Any, gpus: str | None, cache: Path, extra: dict | None,
-         label: str = "run") -> dict:
+         label: str = "run", idle: float = 0.0) -> dict:
     """One run through the run_local flow with FIB_CACHE_DIR=cache; wall time and traces.
 
     Triton's cache goes in there too (``TRITON_CACHE_DIR``), so a first run compiles the
-    solution's kernels as on a fresh machine, or after an edit to them."""
+    solution's kernels as on a fresh machine, or after an edit to them. ``idle``: the run's
+    processes are started that many seconds before the clock starts, as ``run_local.py
+    --watch`` starts them while it waits for an edit (packing and the dataset still count)."""
     from fib_core.project.gpus import start_early
     from fib_core.project.pack import pack_solution
     from fib_core.project.runflow import execute_on_gpus, make_request, merge_shards
@@ -188,6 +199,13 @@ def _run(cfg: Any, opts: Any, gpus: str | None, cache: Path, extra: dict | None,
     started = time.perf_counter()
     dataset = resolve_dataset()[0]
     start_early(opts.flags.get("device"), gpus, dataset)  # as run_local does
+    if idle:  # as in a watch after its first run: this process has imported torch and the engine
+        from fib_core.project.gpus import _preload
+
+        _preload()
+        time.sleep(idle)
+        since, started = time.monotonic(), time.perf_counter()
+        label += f", processes started {idle:g} s before"
     request = make_request(cfg, pack_solution(cfg), opts)
     request.dataset_path = str(dataset)
     if extra:
@@ -301,7 +319,7 @@ def bench_definition(definition: str, args: argparse.Namespace, scratch: Path) -
         args.profile_workers.mkdir(parents=True, exist_ok=True)
         os.environ[PROFILE_VAR] = str(args.profile_workers)
     try:
-        warm = _run(cfg, opts, args.gpus, cache, None, "warm")
+        warm = _run(cfg, opts, args.gpus, cache, None, "warm", args.watch_idle)
     finally:
         os.environ.pop("FIB_PROFILE_WORKERS", None)
     if args.profile_workers is not None:

@@ -16,6 +16,7 @@
     python scripts/run_local.py --profile-harness     # where the time went, per phase
     python scripts/run_local.py --definition gdn_prefill_qk4_v8_d128_k_last   # one of a track
     python scripts/run_local.py --track               # every definition, then the track score
+    python scripts/run_local.py --quick --watch       # again after each save, processes ready
 
 Every run is recorded in runs/ledger.jsonl of the fork (scripts/history.py lists them).
 
@@ -27,6 +28,7 @@ Exit status: 0 when every workload passed, 1 when any failed, 2 for a usage erro
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import sys
 import time
@@ -96,6 +98,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions, list[st
         "--no-ledger", action="store_true", help="do not record this run in runs/ledger.jsonl"
     )
     p.add_argument("--wide", action="store_true", help="every table column, however wide")
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="after the run, wait for a change to solution/ or the config and run again, with "
+        "the next run's processes started and waiting (Ctrl-C to stop)",
+    )
     add_debug_flags(p)
     p.add_argument(
         "--traces",
@@ -124,6 +132,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions, list[st
     from fib_core.project.track_run import selected_definitions
 
     opts.track = a.track
+    opts.watch = a.watch
     return a.config, opts, selected_definitions(a.config, a.definition, a.track)
 
 
@@ -189,6 +198,22 @@ def main() -> int:
             "compiled bytecode"
         )
     device = resolve_device(opts.flags.get("device"))  # once for the whole run
+    if not opts.watch:
+        return run_all(config_path, opts, definitions, device, console)
+    from fib_core.project.watch import watch
+
+    return watch(
+        lambda: run_all(config_path, copy.copy(opts), definitions, device, console),
+        lambda: [config_path, config_path.parent / "solution"],
+        lambda: start_processes_early(opts),
+        lambda text: console.print(text, markup=False, highlight=False),
+    )
+
+
+def run_all(config_path: Path, opts: RunOptions, definitions: list[str | None], device: str,
+            console: Any) -> int:
+    """One run of what the command line chose: the default definition, or each of a track's;
+    the exit status."""
     if definitions == [None]:
         return run_definition(config_path, None, opts, device, console)
     from fib_core.project.track_run import options_for, print_track_summary

@@ -1,14 +1,19 @@
 """The environment fingerprint recorded with every trace: hardware, clocks, driver, versions.
 
 Collected once per worker (it runs ``nvidia-smi`` at most once, with a short timeout), so a
-result can always be traced back to the machine and software that produced it.
+result can always be traced back to the machine and software that produced it. A worker starts
+``nvidia-smi`` (:func:`start_smi`) before it imports torch and reads it afterwards: the tool
+takes a few tenths of a second, which would otherwise come after the import, on the way to the
+run's first workload.
 """
 
 from __future__ import annotations
 
+import os
 import platform
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,8 +33,12 @@ class EnvironmentInfo:
         return Environment(hardware=self.hardware, libs=dict(self.libs))
 
 
-def collect_environment(device: str) -> EnvironmentInfo:
-    """Probe the device the worker runs on; never raises for a missing tool."""
+def collect_environment(device: str, smi: subprocess.Popen | None = None) -> EnvironmentInfo:
+    """Probe the device the worker runs on; never raises for a missing tool. ``smi``: an
+    ``nvidia-smi`` already started for this device (:func:`start_smi`), read here instead of
+    starting one.
+
+    Example: ``collect_environment("cpu").device_kind == "cpu"``."""
     import torch
 
     import fib_core
@@ -47,11 +56,12 @@ def collect_environment(device: str) -> EnvironmentInfo:
         libs["cuda"] = str(torch.version.cuda)
         cap = torch.cuda.get_device_capability(index)
         libs["compute_capability"] = f"{cap[0]}.{cap[1]}"
-        smi = _nvidia_smi(index)
-        if "driver_version" in smi:
-            libs["driver"] = smi.pop("driver_version")
-        clocks = smi
+        smi_fields = read_smi(smi if smi is not None else start_smi(index))
+        if "driver_version" in smi_fields:
+            libs["driver"] = smi_fields.pop("driver_version")
+        clocks = smi_fields
     else:
+        read_smi(smi)  # started for a GPU that turned out not to be used: reaped, unread
         hardware = f"CPU ({platform.machine()}, {_cpu_name()})"
     return EnvironmentInfo(kind, hardware, libs, clocks)
 
@@ -87,21 +97,60 @@ _SMI_FIELDS = (
 )
 
 
-def _nvidia_smi(index: int) -> dict[str, Any]:
-    """Current and max SM/memory clocks, power limit, temperature, driver (empty if no tool)."""
+def start_smi(index: int) -> subprocess.Popen | None:
+    """Start ``nvidia-smi`` for GPU ``index`` (current and max SM/memory clocks, power limit,
+    temperature, driver) without waiting for it; None where there is no such tool.
+
+    Example: ``read_smi(start_smi(0)).get("driver_version")``."""
     exe = shutil.which("nvidia-smi")
-    if exe is None:
+    target = smi_id(index, os.environ)
+    if exe is None or target is None:
+        return None
+    try:
+        return subprocess.Popen(
+            [exe, f"--id={target}", f"--query-gpu={','.join(_SMI_FIELDS)}",
+             "--format=csv,noheader,nounits"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True,
+        )
+    except OSError:
+        return None
+
+
+def smi_id(index: int, env: Mapping[str, str]) -> str | None:
+    """How ``nvidia-smi --id`` names the GPU CUDA calls ``index`` in this process: CUDA counts
+    only the GPUs ``CUDA_VISIBLE_DEVICES`` lists, nvidia-smi counts them all (a run's second
+    GPU process sees its GPU as 0). None for a MIG instance or an entry past the list.
+
+    >>> smi_id(0, {"CUDA_VISIBLE_DEVICES": "3,1"}), smi_id(1, {}), smi_id(2, {"CUDA_VISIBLE_DEVICES": "0"})
+    ('3', '1', None)
+    """
+    listed = env.get("CUDA_VISIBLE_DEVICES")
+    if listed is None:
+        return str(index)
+    entries = [e.strip() for e in listed.split(",") if e.strip()]
+    if index >= len(entries):
+        return None
+    entry = entries[index]
+    return entry if entry.isdigit() or entry.startswith("GPU-") else None
+
+
+def read_smi(proc: subprocess.Popen | None, timeout: float = 5.0) -> dict[str, Any]:
+    """What :func:`start_smi`'s ``nvidia-smi`` printed, keyed like ``clocks_sm`` (empty if it
+    failed or took over ``timeout`` seconds, then it is killed)."""
+    if proc is None:
         return {}
     try:
-        out = subprocess.run(
-            [exe, f"--id={index}", f"--query-gpu={','.join(_SMI_FIELDS)}",
-             "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=5, check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
         return {}
-    values = [v.strip() for v in out.splitlines()[0].split(",")] if out else []
-    result: dict[str, Any] = {}
-    for key, value in zip(_SMI_FIELDS, values, strict=False):
-        result[key.replace(".", "_")] = value
-    return result
+    except (OSError, ValueError):
+        return {}
+    out = (out or "").strip()
+    if proc.returncode != 0 or not out:
+        return {}
+    values = [v.strip() for v in out.splitlines()[0].split(",")]
+    return {key.replace(".", "_"): value
+            for key, value in zip(_SMI_FIELDS, values, strict=False)}

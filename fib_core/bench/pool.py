@@ -122,13 +122,15 @@ class WorkerHandle:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         if self.requested_device == "cpu":
             env["TRITON_INTERPRET"] = "1"
-        args = [sys.executable, "-m", "fib_core.bench.worker", "--fd", str(child.fileno()),
+        # -P: the current folder does not go first on sys.path, so a fib_core there (another
+        # fork's, the folder a run was started from) cannot stand in for this process's own.
+        args = [sys.executable, "-P", "-m", "fib_core.bench.worker", "--fd", str(child.fileno()),
                 "--device", self.requested_device, "--role", self.role,
                 "--parent", str(os.getpid())]
         profile_dir = os.environ.get(PROFILE_VAR)
         if profile_dir:  # measuring the harness: each process's cProfile stats, on exit
             out = Path(profile_dir) / f"{self.role}-{self.token[:8]}.prof"
-            args[1:1] = ["-m", "cProfile", "-o", str(out)]
+            args[2:2] = ["-m", "cProfile", "-o", str(out)]
         for path in self.readonly:
             args += ["--readonly", path]
         for path in self.hidden:

@@ -40,6 +40,7 @@ from fib_core.bench.runner_api import DeviceBaseline as DeviceBaseline
 from fib_core.bench.runner_api import Runner as Runner
 from fib_core.bench.runner_api import RunnerError as RunnerError
 from fib_core.bench.runner_api import RunnerFatalError as RunnerFatalError
+from fib_core.bench.timeline import mark
 from fib_core.bench.trace_sink import TraceSink
 from fib_core.bench.traces import finished_pairs, is_finished, make_trace
 from fib_core.data.trace import EvaluationStatus
@@ -172,6 +173,7 @@ class Benchmark:
         """Stop the worker and the judge and remove their logs. ``kill``: at once (after
         Ctrl-C, when a busy worker would not answer), instead of asking them to exit."""
         self._unlock_resume()
+        mark("engine", "closing")
         if kill:
             for handle in (self._worker, self._judge):
                 if handle is not None:
@@ -181,6 +183,7 @@ class Benchmark:
         self._worker = self._judge = None
         self._drop_spare()
         remove_private_dir(self._log_dir)
+        mark("engine", "closed")
 
     def __enter__(self) -> Benchmark:
         return self

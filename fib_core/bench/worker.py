@@ -183,7 +183,8 @@ def _dynamo_probe() -> None:
 
 
 def _settle_environment() -> None:
-    """Set ``TORCHINDUCTOR_CACHE_DIR`` to the folder torch would choose (in this worker's
+    """Set ``CUDA_MODULE_LOADING`` to lazy (unless set), and ``TORCHINDUCTOR_CACHE_DIR``
+    to the folder torch would choose (in this worker's
     private temporary folder), unless it is set: torch sets it the first time its compiler's
     cache folder is asked for, which importing ``torch._dynamo`` does, and the worker no longer
     does that before its baseline. A solution importing it would otherwise read as changing the
@@ -199,29 +200,32 @@ def _settle_environment() -> None:
         user = f"uid_{os.getuid()}"
     name = "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user)
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tempfile.gettempdir(), name))
+    # Lazy module loading: the driver's default since CUDA 12.2, and what torch versions that
+    # set anything set before they start the driver. Set here because the driver may now start
+    # before torch is imported (:func:`_open_context_early`), and reads it once, at its start.
+    os.environ.setdefault("CUDA_MODULE_LOADING", "LAZY")
 
 
-def _open_context_early(device: str) -> threading.Thread | None:
-    """Start creating this worker's CUDA context in a thread, while the worker waits for its
-    first task: the context (0.3 to 0.5 s on an H100 machine) then costs the first workload
-    nothing.
+def _open_context_early(requested: str) -> threading.Thread | None:
+    """Start creating this process's CUDA context in a thread, from the process's first
+    moments: the driver's start and the context (0.3 to 0.5 s on an H100 machine) then happen
+    while the main thread imports torch, and cost the first workload nothing.
 
-    Only for a worker started with ``--context-at-start``: one nothing else is timing beside
-    (a run's first worker, a replacement), never a spare. The thread makes the driver's primary
-    context of the device through the driver API, which torch then uses as its own. It runs
-    no Python import, so it cannot meet an import of the main thread halfway, and it starts after
-    torch's own CUDA start has set the environment variables the driver reads. A failure here
-    is only a lost head start: :func:`_settle_context` makes the context as before.
+    For a judge, and for a worker started with ``--context-at-start``: one nothing else is
+    timing beside (a run's first worker, a replacement), never a spare. The thread makes the
+    driver's primary context of the requested device (``auto`` and ``cuda`` mean device 0, as
+    in :func:`resolve_device`) through the driver API, which torch then uses as its own. It
+    runs no Python import, so it cannot meet an import of the main thread halfway; the
+    environment the driver reads is settled before it starts (:func:`_settle_environment`).
+    A failure here (no GPU, no driver) is only a lost head start: :func:`_settle_context`
+    makes the context as before, or the device resolves to the CPU.
     """
-    if not device.startswith("cuda"):
+    index = _device_index(requested)
+    if index is None:
         return None
     from fib_core.bench.exchange import cuda_driver
 
     driver = cuda_driver()
-    try:
-        index = int(device.partition(":")[2] or 0)
-    except ValueError:
-        return None
     if driver is None:
         return None
 
@@ -233,6 +237,44 @@ def _open_context_early(device: str) -> threading.Thread | None:
     thread = threading.Thread(target=create, name="cuda-context", daemon=True)
     thread.start()
     return thread
+
+
+def _device_index(requested: str) -> int | None:
+    """The CUDA device a ``--device`` value will resolve to, if it is a GPU: ``auto`` and
+    ``cuda`` are device 0 (:func:`resolve_device`), ``cuda:N`` is N, anything else None."""
+    if requested in ("auto", "cuda"):
+        return 0
+    kind, _, number = requested.partition(":")
+    if kind != "cuda":
+        return None
+    try:
+        return int(number)
+    except ValueError:
+        return None
+
+
+def _warm_triton(sock: Any, grace: float = 0.25) -> None:
+    """Unless a task comes within ``grace`` seconds, import Triton and compute its
+    ``triton_key``: the hash of Triton's own files (its compiler library included) that every
+    process pays once, at its first kernel launch (0.35 s of a 0.42 s first GDN decode call on
+    an H200). A worker that waits (``run_local.py --watch`` between edits, a spare, a launcher
+    still loading) then pays it before its first task instead of in that task's first call;
+    in an everyday run the task comes at once and nothing is done here (hashing then would
+    only move the cost, and charge it to a solution that launches no Triton kernel). CPU
+    work only (a spare may do it while another worker is timed); a Triton without that
+    function, or one that fails here, is left to fail, if at all, in the solution's own call."""
+    import select
+
+    if select.select([sock], [], [], grace)[0]:
+        return  # the task is here
+    try:
+        import triton  # noqa: F401
+        from triton.runtime.cache import triton_key
+
+        triton_key()
+    except Exception:  # only a head start
+        return
+    mark("worker", "triton")
 
 
 def _settle_context(device: str, early: threading.Thread | None = None) -> None:
@@ -310,11 +352,31 @@ def _send_result(sock: Any, result: Any, tainted: list[str]) -> None:
     })
 
 
+@dataclass
+class HeadStart:
+    """What a worker or judge starts before importing torch, so that it runs during the
+    import (about 1.5 s) instead of after it: the CUDA context (:func:`_open_context_early`)
+    and ``nvidia-smi`` (:func:`fib_core.bench.environment.start_smi`)."""
+
+    context: threading.Thread | None = None
+    smi: Any = None
+
+    @classmethod
+    def begin(cls, requested_device: str, context: bool) -> HeadStart:
+        """Settle the environment, then start both (the context only when ``context``)."""
+        from fib_core.bench.environment import start_smi
+
+        _settle_environment()  # before the context thread: the driver reads the environment
+        index = _device_index(requested_device)
+        return cls(_open_context_early(requested_device) if context else None,
+                   start_smi(index) if index is not None else None)
+
+
 def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool = False,
-          context_at_start: bool = False) -> int:
-    """Answer tasks until told to close (0) or the GPU context is lost (3). With
-    ``context_at_start`` the CUDA context is made while the worker boots
-    (:func:`_open_context_early`), else when its first task arrives."""
+          ahead: HeadStart | None = None) -> int:
+    """Answer tasks until told to close (0) or the GPU context is lost (3). ``ahead``: what
+    :meth:`HeadStart.begin` started; without a context thread there the CUDA context is made
+    when the first task arrives."""
     from fib_core.bench.exchange import receive_arena
     from fib_core.bench.wire import ChildGone, recv_message_fds, recv_object, send_frame
 
@@ -327,15 +389,18 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
     from fib_core.bench.judge import RemoteChecker
     from fib_core.bench.protocol import EvalResult
 
-    env = collect_environment(device)
+    ahead = ahead or HeadStart.begin(requested_device, context=False)
+    env = collect_environment(device, ahead.smi)
     from dataclasses import asdict
 
     send_frame(sock, {"type": "ready", "device": device, "env": asdict(env), "warnings": warnings})
     mark("worker", "ready")
-    current = {"task": -1}
+    current = {"task": -1, "first": -1}
 
     def phase(name: str) -> None:
         send_frame(sock, {"type": "phase", "task": current["task"], "name": name})
+        if current["task"] == current["first"]:  # the first task's phases, on the timeline
+            mark("worker", name)
 
     def send_check(header: dict, blob: Any) -> None:
         header["task"] = current["task"]
@@ -348,10 +413,8 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
     if not trusted:  # the trusted mode exists to measure what the judge costs
         evaluator.remote_check = RemoteChecker(send_check, receive_verdict)
     plugins: set[str] = set()
-    _settle_environment()  # before the context thread: the driver reads the environment
-    # After torch's own CUDA start (collect_environment), which sets environment variables
-    # the driver reads.
-    early_context = _open_context_early(device) if context_at_start else None
+    if device.startswith("cuda"):
+        _warm_triton(sock)
     state: _ProcessState | None = None
     baseline: Watched | None = None
     checker = evaluator.remote_check
@@ -361,6 +424,7 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
         except (ChildGone, EOFError, OSError):
             return 0  # the parent went away
         if message[0] == "close":
+            mark("worker", "close")
             evaluator.close()
             return _leave()
         if message[0] == "arena":  # where this worker's outputs go from now on
@@ -373,13 +437,16 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
         task = message[1]
         current["task"] = task.task_id
         if state is None:
+            current["first"] = task.task_id
             mark("worker", "task1")
-            _settle_context(device, early_context)
+            _settle_context(device, ahead.context)
+            mark("worker", "context")
             state = _ProcessState()
         try:
             _register_plugins(task.config.generator_modules, plugins)
             if baseline is None:
                 baseline = _fingerprint()
+                mark("worker", "baseline")
             result = evaluator.evaluate(task)
         except Exception:  # a kit bug or a plugin import error: report it, keep serving
             result = EvalResult(task.task_id, EvaluationStatus.RUNTIME_ERROR,
@@ -399,12 +466,15 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
                 notes.append("the solution patched harness or torch functions ("
                              + ", ".join(tainted[:5]) + "); the worker is replaced")
         _send_result(sock, result, tainted)
+        if task.task_id == current["first"]:
+            mark("worker", "task1-sent")
         if result.fatal or tainted:
             return 3
 
 
-def serve_judge(sock: Any, requested_device: str) -> int:
-    """The judge's loop: checks and reference latencies for the parent, nothing else."""
+def serve_judge(sock: Any, requested_device: str, ahead: HeadStart | None = None) -> int:
+    """The judge's loop: checks and reference latencies for the parent, nothing else.
+    ``ahead``: what :meth:`HeadStart.begin` started (its context thread included)."""
     from dataclasses import asdict
 
     from fib_core.bench.exchange import receive_arena
@@ -418,12 +488,14 @@ def serve_judge(sock: Any, requested_device: str) -> int:
     from fib_core.bench.evaluate import Evaluator
     from fib_core.bench.judge import JudgeServer
 
-    env = collect_environment(device)
+    ahead = ahead or HeadStart.begin(requested_device, context=True)
+    env = collect_environment(device, ahead.smi)
     send_frame(sock, {"type": "ready", "device": device, "env": asdict(env), "warnings": []})
     mark("judge", "ready")
-    # The judge's context now, on this thread (it is never a spare): its reads then page-lock
-    # memory in threads that find the context made (integrity.PinnedPool).
-    _settle_context(device)
+    # The judge's context now (it is never a spare), made in the thread ``ahead`` started:
+    # its reads then page-lock memory in threads that find the context made
+    # (integrity.PinnedPool).
+    _settle_context(device, ahead.context)
     judge = JudgeServer(Evaluator(device, env))
     plugins: set[str] = set()
     task = None  # sent once per task; later messages carry None
@@ -436,6 +508,7 @@ def serve_judge(sock: Any, requested_device: str) -> int:
             return 0
         kind = message[0]
         if kind == "close":  # every reference store finished before its check was answered
+            mark("judge", "close")
             judge.evaluator.ref_cache.close()
             return _leave()
         if kind == "arena":  # a check naming another buffer is then the judge's failure
@@ -529,9 +602,12 @@ def main(argv: list[str] | None = None) -> int:
 
     sock = socket_from_fd(args.fd)
     try:
+        # Before torch is imported, which the two then overlap; a spare worker (no
+        # --context-at-start) must not touch the GPU while another is timed.
+        ahead = HeadStart.begin(args.device, args.role == "judge" or args.context_at_start)
         if args.role == "judge":
-            return serve_judge(sock, args.device)
-        return serve(sock, args.device, warnings, args.trusted, args.context_at_start)
+            return serve_judge(sock, args.device, ahead)
+        return serve(sock, args.device, warnings, args.trusted, ahead)
     except Exception:
         traceback.print_exc()
         try:

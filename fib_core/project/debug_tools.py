@@ -105,6 +105,7 @@ def child_command(config_path: Path, uuid: str, *, nvtx: bool) -> list[str]:
     """The Python command that makes one call of the solution on ``uuid`` (on the GPU)."""
     cmd = [
         sys.executable,
+        "-P",  # not the current folder first on sys.path: this kit's fib_core, not one there
         "-m",
         "fib_core.project.debug_run",
         "--config",

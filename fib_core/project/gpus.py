@@ -30,6 +30,7 @@ from multiprocessing.connection import wait as wait_for_readers
 from pathlib import Path
 from typing import Any
 
+from fib_core.bench.timeline import mark
 from fib_core.errors import ConfigError, FibError
 from fib_core.project.work_queue import QueueTaker, WorkQueue, queue_plan
 
@@ -284,7 +285,9 @@ class ShardProcesses:
             self.served = False
             raise
         finally:
+            mark("launcher", "results")
             self.close(timeout=30)
+            mark("launcher", "joined")
         if bugs:
             raise RuntimeError("a GPU process failed:\n" + bugs[0])
         if errors:
@@ -327,7 +330,6 @@ def start_early(device: str | None, gpus: str | None, dataset_root: str | Path |
 
     Example: ``start_early(None, "0,1", "/path/to/dataset")`` at the top of a launcher's main.
     """
-    from fib_core.bench.timeline import mark
 
     mark("launcher", "start_early")
     ids = None if device == "cpu" else _early_device_ids(gpus)
@@ -392,7 +394,6 @@ def _child(device_id: str, queue: QueueTaker, report: Any, inbox: Any, device: s
 
     from fib_core.bench.pool import discard_early
     from fib_core.bench.sandbox import die_with_parent
-    from fib_core.bench.timeline import mark
     from fib_core.paths import remove_private_dirs
 
     role = f"gpu{device_id}"
@@ -429,6 +430,7 @@ def _child(device_id: str, queue: QueueTaker, report: Any, inbox: Any, device: s
         shard = target(request, on_event=lambda event: report.send(("event", event)),
                        queue=queue)
         report.send(("result", shard))
+        mark(role, "reported")
         # Done: its judge and worker are closed. Leave without the interpreter's teardown
         # (torch's, about half a second the launcher would wait for); the result is out.
         report.close()

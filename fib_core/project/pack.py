@@ -21,7 +21,7 @@ import ast
 import fnmatch
 import re
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PurePath, PurePosixPath
 from typing import TYPE_CHECKING
 
 from fib_core.data.containment import link_escape
@@ -44,6 +44,25 @@ class PackedFile:
     size: int
 
 
+def _in_excluded_dir(rel: PurePath) -> bool:
+    return any(part in EXCLUDED_DIRS or part.startswith(".") for part in rel.parts[:-1])
+
+
+def packable(rel: PurePath) -> bool:
+    """Whether a file at ``rel`` (relative to the source folder) is part of a solution: not
+    hidden, not a cache or build output, not inside such a folder. What :func:`collect_sources`
+    packs and what ``run_local.py --watch`` watches.
+
+    >>> packable(PurePath("kernel.py")), packable(PurePath("__pycache__/kernel.pyc"))
+    (True, False)
+    """
+    if _in_excluded_dir(rel):
+        return False
+    if rel.name.startswith(".") or rel.parts[0].endswith(".egg-info"):
+        return False
+    return not any(fnmatch.fnmatch(rel.name, pat) for pat in EXCLUDED_FILES)
+
+
 def collect_sources(source_dir: Path) -> list[tuple[str, str]]:
     """(relative POSIX path, text) of every source file under ``source_dir``, sorted.
 
@@ -58,7 +77,7 @@ def collect_sources(source_dir: Path) -> list[tuple[str, str]]:
     files: list[tuple[str, str]] = []
     for path in sorted(source_dir.rglob("*")):
         rel = path.relative_to(source_dir)
-        if any(part in EXCLUDED_DIRS or part.startswith(".") for part in rel.parts[:-1]):
+        if _in_excluded_dir(rel):
             continue
         if path.is_symlink() and path.is_dir() and not rel.name.startswith("."):
             target = link_escape(path, source_dir)
@@ -67,11 +86,7 @@ def collect_sources(source_dir: Path) -> list[tuple[str, str]]:
                     f"{path}: a symbolic link to the folder {target}, outside {source_dir}; a "
                     "solution packs only its own files (copy the folder in or remove the link)"
                 )
-        if not path.is_file() or rel.name.startswith("."):
-            continue
-        if any(fnmatch.fnmatch(rel.name, pat) for pat in EXCLUDED_FILES):
-            continue
-        if rel.parts[0].endswith(".egg-info"):
+        if not path.is_file() or not packable(rel):
             continue
         target = link_escape(path, source_dir)
         if target is not None:

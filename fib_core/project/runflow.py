@@ -70,6 +70,7 @@ class RunOptions:
     profile_harness: bool = False  # print the per-phase breakdown after the run (run_local)
     results: Any = None  # set by finish(): the run's RunResults (a track run scores them)
     track: bool = False  # --track: every definition of the fork, then the track score
+    watch: bool = False  # --watch: run again after each change to the solution or config
 
 
 @dataclass
@@ -275,6 +276,7 @@ def execute(
             mine = stream.taken
         else:
             traces = bench.run_solution(solution, mine, on_event=on_event) if mine else []
+    mark("execute", "closed")
     # The GPU's name as the judge recorded it: this process may have no CUDA context, and
     # making one to ask costs about half a second at the end of every run.
     gpu = next((t.evaluation.environment.hardware for t in traces

@@ -166,5 +166,26 @@ def test_the_early_context_is_the_driver_primary_context_of_the_device(monkeypat
     worker._settle_context("cpu", thread)  # waits for the thread
     assert not thread.is_alive()
     assert calls == [("cuInit", 0), ("cuDeviceGet", 1), ("cuDevicePrimaryCtxRetain", 7)]
+    for requested in ("auto", "cuda"):  # what resolve_device makes of them: device 0
+        calls.clear()
+        thread = worker._open_context_early(requested)
+        thread.join()
+        assert calls[1] == ("cuDeviceGet", 0)
+    assert worker._open_context_early("cuda:x") is None
     monkeypatch.setattr(exchange, "cuda_driver", lambda: None)
     assert worker._open_context_early("cuda:0") is None
+
+
+def test_a_fib_core_in_the_current_folder_does_not_stand_in_for_the_kits(
+        make_dataset, toy_solution_json, tmp_path, monkeypatch):
+    """Workers and judges start with ``python -P -m``: a run started from a folder holding
+    another copy of fib_core (another fork, an old checkout) still runs this kit's own."""
+    root = make_dataset([])
+    stale = tmp_path / "elsewhere"
+    (stale / "fib_core" / "bench").mkdir(parents=True)
+    (stale / "fib_core" / "__init__.py").write_text("raise ImportError('a stale copy')\n")
+    monkeypatch.chdir(stale)
+    solution = Solution.from_dict(toy_solution_json("correct"))
+    with Benchmark(TraceSet.from_path(root), BenchmarkConfig(**FAST)) as bench:
+        traces = bench.run_solution(solution)
+    assert [t.evaluation.status.value for t in traces] == ["PASSED", "PASSED"]

@@ -242,10 +242,13 @@ def test_dump_writes_a_failed_workloads_tensors(repo_root, tmp_path):
 
 @pytest.mark.slow
 def test_child_that_the_gpu_tools_launch_runs_one_call(repo_root, tmp_path):
-    """The same child command --ncu/--sanitize wrap, on CPU: one call, its verdict, exit 0."""
+    """The same child command --ncu/--sanitize wrap, on CPU: one call, its verdict, exit 0;
+    a fib_core in the folder it starts from is not the one it imports."""
     from fib_core.project.debug_tools import child_command, child_env
 
     fork = _fork(repo_root, tmp_path)
+    (tmp_path / "fib_core").mkdir()
+    (tmp_path / "fib_core" / "__init__.py").write_text("raise ImportError('a stale copy')\n")
     cmd = child_command(fork / "config.toml", "acfd1138", nvtx=False)
     cmd[cmd.index("--device") + 1] = "cpu"
     env = child_env()
