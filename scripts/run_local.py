@@ -202,11 +202,14 @@ def main() -> int:
         return run_all(config_path, opts, definitions, device, console)
     from fib_core.project.watch import watch
 
+    outputs = [p for p in (opts.json_path, opts.html_path, opts.traces_path, opts.debug.dump)
+               if p is not None]  # written by each run: not a change to run again for
     return watch(
         lambda: run_all(config_path, copy.copy(opts), definitions, device, console),
         lambda: [config_path, config_path.parent / "solution"],
         lambda: start_processes_early(opts),
         lambda text: console.print(text, markup=False, highlight=False),
+        ignore=outputs,
     )
 
 

@@ -61,7 +61,7 @@ def collect_environment(device: str, smi: subprocess.Popen | None = None) -> Env
             libs["driver"] = smi_fields.pop("driver_version")
         clocks = smi_fields
     else:
-        read_smi(smi)  # started for a GPU that turned out not to be used: reaped, unread
+        drop_smi(smi)  # started for a GPU that turned out not to be used
         hardware = f"CPU ({platform.machine()}, {_cpu_name()})"
     return EnvironmentInfo(kind, hardware, libs, clocks)
 
@@ -117,10 +117,24 @@ def start_smi(index: int) -> subprocess.Popen | None:
         return None
 
 
+def drop_smi(proc: subprocess.Popen | None) -> None:
+    """Stop an ``nvidia-smi`` whose answer is not wanted, and reap it."""
+    if proc is None:
+        return
+    try:
+        proc.kill()
+    except OSError:
+        pass
+    proc.communicate()
+
+
 def smi_id(index: int, env: Mapping[str, str]) -> str | None:
     """How ``nvidia-smi --id`` names the GPU CUDA calls ``index`` in this process: CUDA counts
     only the GPUs ``CUDA_VISIBLE_DEVICES`` lists, nvidia-smi counts them all (a run's second
-    GPU process sees its GPU as 0). None for a MIG instance or an entry past the list.
+    GPU process sees its GPU as 0). None for a MIG instance or an entry past the list. A
+    number is read in nvidia-smi's (PCI) order: CUDA's order is the same unless the machine
+    mixes GPU models and ``CUDA_DEVICE_ORDER`` is not ``PCI_BUS_ID``, where the clocks of
+    another GPU may then be recorded.
 
     >>> smi_id(0, {"CUDA_VISIBLE_DEVICES": "3,1"}), smi_id(1, {}), smi_id(2, {"CUDA_VISIBLE_DEVICES": "0"})
     ('3', '1', None)

@@ -119,11 +119,16 @@ class WorkerHandle:
         self.tmp_dir.mkdir(parents=True, exist_ok=True)
         env = self.child_env()
         package_root = str(Path(fib_core.__file__).resolve().parents[1])
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        # The kit's own fib_core first; then this process's current folder, where `python -m`
+        # would have put it (user modules named in generator_modules live there), but after
+        # the kit, so a fib_core in that folder is not the one imported (see -P below).
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (package_root, os.getcwd(), env.get("PYTHONPATH")) if p)
         if self.requested_device == "cpu":
             env["TRITON_INTERPRET"] = "1"
-        # -P: the current folder does not go first on sys.path, so a fib_core there (another
-        # fork's, the folder a run was started from) cannot stand in for this process's own.
+        # -P: the current folder does not go first on sys.path (it comes after the kit, on
+        # PYTHONPATH), so a fib_core there (another fork's, an old copy) cannot stand in for
+        # this process's own.
         args = [sys.executable, "-P", "-m", "fib_core.bench.worker", "--fd", str(child.fileno()),
                 "--device", self.requested_device, "--role", self.role,
                 "--parent", str(os.getpid())]

@@ -60,8 +60,8 @@ def _register_plugins(modules: tuple[str, ...], seen: set[str]) -> None:
     checkers and fast references come from the definition registry when first needed."""
     for name in modules:
         if name not in seen:
+            importlib.import_module(name)  # one that fails fails again on the next task
             seen.add(name)
-            importlib.import_module(name)
 
 
 Entry = tuple[str, Any, str, Any]  # (name, namespace, attribute, object at the baseline)
@@ -254,21 +254,27 @@ def _device_index(requested: str) -> int | None:
 
 
 def _warm_triton(sock: Any, grace: float = 0.25) -> None:
-    """Unless a task comes within ``grace`` seconds, import Triton and compute its
-    ``triton_key``: the hash of Triton's own files (its compiler library included) that every
-    process pays once, at its first kernel launch (0.35 s of a 0.42 s first GDN decode call on
-    an H200). A worker that waits (``run_local.py --watch`` between edits, a spare, a launcher
-    still loading) then pays it before its first task instead of in that task's first call;
-    in an everyday run the task comes at once and nothing is done here (hashing then would
-    only move the cost, and charge it to a solution that launches no Triton kernel). CPU
-    work only (a spare may do it while another worker is timed); a Triton without that
-    function, or one that fails here, is left to fail, if at all, in the solution's own call."""
+    """A GPU worker's Triton, before its first task: imported always (about 0.06 s after torch
+    on an H200 machine), so that Triton's module is watched by the tamper check in every GPU
+    worker alike (:func:`_fingerprint` watches what is imported when it is taken); then,
+    unless a task comes within ``grace`` seconds, Triton's ``triton_key`` computed: the hash of
+    its own files (its compiler library included) that a process pays once, at its first
+    kernel launch (0.35 s of a 0.42 s first GDN decode call on an H200). A worker that waits
+    (``run_local.py --watch`` between edits, a spare, a first worker whose launcher is still
+    loading) pays it there instead of in its first task; one whose task comes at once
+    leaves it to the solution's first launch, or to nobody when the solution launches no
+    Triton kernel. The hash cannot be stopped halfway: a task arriving during it waits for
+    the rest. CPU work only. A Triton without that function, or one that fails here, is
+    left to fail, if at all, in the solution's own call."""
     import select
 
+    try:
+        import triton  # noqa: F401
+    except Exception:  # not installed, or broken: the solution's own import says so
+        return
     if select.select([sock], [], [], grace)[0]:
         return  # the task is here
     try:
-        import triton  # noqa: F401
         from triton.runtime.cache import triton_key
 
         triton_key()

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 EXCLUDED_DIRS = {"__pycache__", "build", "dist", ".git", ".ipynb_checkpoints", ".pytest_cache"}
 EXCLUDED_FILES = ("*.pyc", "*.pyo", "*.so", "*.o", "*.a", "*.obj", "*.ptx", "*.cubin",
                   "*.fatbin", "*.ninja_deps", "*.ninja_log", ".ninja*", "*.lock", "*~", "*.swp",
-                  ".DS_Store", "starter.toml")
+                  "#*#", ".DS_Store", "starter.toml")
 
 
 @dataclass(frozen=True)

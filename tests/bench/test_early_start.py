@@ -184,8 +184,26 @@ def test_a_fib_core_in_the_current_folder_does_not_stand_in_for_the_kits(
     stale = tmp_path / "elsewhere"
     (stale / "fib_core" / "bench").mkdir(parents=True)
     (stale / "fib_core" / "__init__.py").write_text("raise ImportError('a stale copy')\n")
+    # A user module named in generator_modules, in that folder: still found, as before -P.
+    (stale / "mygen.py").write_text("import os\nopen(os.environ['MARK'], 'a').write('x')\n")
+    monkeypatch.setenv("MARK", str(tmp_path / "imported"))
     monkeypatch.chdir(stale)
     solution = Solution.from_dict(toy_solution_json("correct"))
-    with Benchmark(TraceSet.from_path(root), BenchmarkConfig(**FAST)) as bench:
+    config = BenchmarkConfig(**FAST, generator_modules=("mygen",))
+    with Benchmark(TraceSet.from_path(root), config) as bench:
         traces = bench.run_solution(solution)
     assert [t.evaluation.status.value for t in traces] == ["PASSED", "PASSED"]
+    assert (tmp_path / "imported").read_text().startswith("x")  # in the worker (and judge)
+
+
+def test_a_generator_module_that_fails_to_import_fails_every_workload(
+        make_dataset, toy_solution_json, tmp_path, monkeypatch):
+    """Not only the first: a module whose import failed is not counted as imported."""
+    root = make_dataset([])
+    monkeypatch.chdir(tmp_path)
+    solution = Solution.from_dict(toy_solution_json("correct"))
+    config = BenchmarkConfig(**FAST, generator_modules=("no_such_generator_module",))
+    with Benchmark(TraceSet.from_path(root), config) as bench:
+        traces = bench.run_solution(solution)
+    assert [t.evaluation.status.value for t in traces] == ["RUNTIME_ERROR"] * 2
+    assert all("no_such_generator_module" in t.evaluation.log for t in traces)

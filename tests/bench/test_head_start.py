@@ -105,10 +105,9 @@ def _warm_in_fresh_interpreter(task_waiting: bool) -> str:
         "mine, parent = socket.socketpair()\n"
         f"if {task_waiting}: parent.send(b'x')\n"
         "_warm_triton(mine)\n"
-        "if 'triton.runtime.cache' not in sys.modules: print('not imported')\n"
-        "else:\n"
-        "    from triton.runtime.cache import triton_key\n"
-        "    print('cached' if triton_key.cache_info().currsize == 1 else 'not cached')\n"
+        "assert 'triton' in sys.modules  # always: watched alike in every GPU worker\n"
+        "from triton.runtime.cache import triton_key\n"
+        "print('cached' if triton_key.cache_info().currsize == 1 else 'not cached')\n"
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
@@ -122,4 +121,16 @@ def test_an_idle_worker_hashes_triton_before_its_first_task():
     waits for its first task does it meanwhile, one whose task is there leaves it to the task."""
     pytest.importorskip("triton.runtime.cache")
     assert _warm_in_fresh_interpreter(task_waiting=False) == "cached"
-    assert _warm_in_fresh_interpreter(task_waiting=True) == "not imported"
+    assert _warm_in_fresh_interpreter(task_waiting=True) == "not cached"
+
+
+def test_an_unwanted_nvidia_smi_is_stopped_not_waited_for(smi_path):
+    """A worker whose device turned out to be the CPU does not wait for the GPU's tool."""
+    from fib_core.bench.environment import collect_environment
+
+    smi_path("exec sleep 30")
+    proc = start_smi(0)
+    started = time.monotonic()
+    env = collect_environment("cpu", proc)
+    assert env.device_kind == "cpu" and env.clocks == {}
+    assert time.monotonic() - started < 3 and proc.poll() is not None

@@ -32,6 +32,60 @@ def test_the_snapshot_holds_the_files_a_solution_packs(tmp_path: Path) -> None:
     assert sorted(Path(p).name for p in seen) == ["config.toml", "kernel.py"]
 
 
+def test_build_folders_are_not_walked_and_a_vanishing_folder_is_skipped(
+        tmp_path: Path, monkeypatch) -> None:
+    """A big build/ or .git/ costs the idle watch nothing; a folder removed while it is
+    walked (rm -rf build, a checkout) is skipped, not a traceback."""
+    root = tmp_path / "solution"
+    (root / "triton" / "build" / "deep").mkdir(parents=True)
+    (root / "triton" / "build" / "deep" / "k.o").write_bytes(b"\0")
+    (root / "triton" / ".git").mkdir()
+    (root / "triton" / ".git" / "HEAD").write_text("ref\n")
+    (root / "triton" / "kernel.py").write_text("x = 1\n")
+    (root / "cuda" / "gone").mkdir(parents=True)
+    (root / "cuda" / "gone" / "k.cu").write_text("//\n")
+    (root / "NOTES.md").write_text("-\n")  # looked at first: the walk lists a folder, then enters
+    asked: list[str] = []
+    real = watch_mod.packable
+
+    def packable(rel):
+        asked.append(rel.as_posix())
+        if not (root / "cuda" / "gone").exists():
+            return real(rel)
+        shutil.rmtree(root / "cuda" / "gone")  # while the walk is under way
+        return real(rel)
+
+    monkeypatch.setattr(watch_mod, "packable", packable)
+    seen = snapshot([root])
+    assert sorted(Path(p).relative_to(root).as_posix() for p in seen) == [
+        "NOTES.md", "triton/kernel.py"]
+    assert not any(a.startswith(("triton/build", "triton/.git")) for a in asked), asked
+
+
+def test_what_a_run_writes_under_the_watched_folder_starts_no_run(tmp_path: Path) -> None:
+    """--json solution/results.json: each run rewrites it; only the user's edit counts."""
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text("v = 1\n")
+    results = tmp_path / "results.json"
+    events: list[str] = []
+
+    def run_once() -> int:
+        events.append("run")
+        results.write_text(f"{{\"run\": {events.count('run')}}}\n")
+        return 0
+
+    def sleep(_: float) -> None:
+        if events.count("run") == 1 and "save" not in events:
+            events.append("save")
+            kernel.write_text("v = 22\n")
+
+    said: list[str] = []
+    watch(run_once, lambda: [tmp_path], lambda: None, said.append, runs=2, sleep=sleep,
+          ignore=[results])
+    assert events == ["run", "save", "run"]
+    assert said[1] == f"changed: {kernel}"
+
+
 def test_a_save_starts_the_next_run_with_processes_started_before_it(tmp_path: Path) -> None:
     kernel = tmp_path / "kernel.py"
     kernel.write_text("v = 1\n")
@@ -113,7 +167,8 @@ def test_run_local_watch_runs_again_after_an_edit_and_stops_on_ctrl_c(
     shutil.copy(repo_root / "config.toml", fork / "config.toml")
     shutil.copytree(repo_root / "solution", fork / "solution",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    env = dict(os.environ, COLUMNS="160", PYTHONUNBUFFERED="1")
+    timeline = tmp_path / "timeline.txt"
+    env = dict(os.environ, COLUMNS="160", PYTHONUNBUFFERED="1", FIB_TIMELINE=str(timeline))
     env.pop("FIB_DATASET_PATH", None)
     proc = subprocess.Popen(
         [sys.executable, str(repo_root / "scripts" / "run_local.py"), "--config",
@@ -126,9 +181,12 @@ def test_run_local_watch_runs_again_after_an_edit_and_stops_on_ctrl_c(
         first = _read_until(proc, "watching ", 1, deadline)
         assert "PASSED" in first and "Passed: 1/1" in first, first[-3000:]
         kernel = fork / "solution" / "triton" / "kernel.py"
+        time.sleep(1)  # the next run's processes boot meanwhile
+        edited = time.monotonic()
         kernel.write_text(kernel.read_text() + "\n# tried something\n")
         second = _read_until(proc, "watching ", 1, deadline)
         assert "PASSED" in second, second[-3000:]
+        assert "changed: " in second and "kernel.py" in second
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=60)
     finally:
@@ -140,3 +198,12 @@ def test_run_local_watch_runs_again_after_an_edit_and_stops_on_ctrl_c(
     left = subprocess.run(["pgrep", "-f", f"fib_core.bench.worker.*--parent {proc.pid}"],
                           capture_output=True, text=True).stdout.split()
     assert left == [], "processes of the watch outlived it"
+    # The second run's worker was started before the edit: it waited, ready, for it.
+    from fib_core.bench.timeline import read
+
+    marks = read(timeline, 0.0)
+    starts = {pid: at for at, pid, role, what in marks if role == "worker" and what == "start"}
+    second_task = [pid for at, pid, role, what in marks
+                   if role == "worker" and what == "task1" and at > edited]
+    assert len(second_task) == 1, marks
+    assert starts[second_task[0]] < edited
