@@ -208,8 +208,9 @@ def _settle_environment() -> None:
 
 def _open_context_early(requested: str) -> threading.Thread | None:
     """Start creating this process's CUDA context in a thread, from the process's first
-    moments: the driver's start and the context (0.3 to 0.5 s on an H100 machine) then happen
-    while the main thread imports torch, and cost the first workload nothing.
+    moments: the driver's start and the context (0.5 to 0.7 s alone on an H200 machine) then
+    happen while the main thread imports torch, which they slow (both map memory): about 0.1 s
+    is gained net, against making the context after the import.
 
     For a judge, and for a worker started with ``--context-at-start``: one nothing else is
     timing beside (a run's first worker, a replacement), never a spare. The thread makes the
