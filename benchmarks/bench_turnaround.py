@@ -200,9 +200,9 @@ def _run(cfg: Any, opts: Any, gpus: str | None, cache: Path, extra: dict | None,
     dataset = resolve_dataset()[0]
     start_early(opts.flags.get("device"), gpus, dataset)  # as run_local does
     if idle:  # as in a watch after its first run: this process has imported torch and the engine
-        from fib_core.project.gpus import _preload
+        from fib_core.project.gpus import preload_engine
 
-        _preload()
+        preload_engine()
         time.sleep(idle)
         since, started = time.monotonic(), time.perf_counter()
         label += f", processes started {idle:g} s before"

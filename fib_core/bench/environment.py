@@ -157,8 +157,7 @@ def read_smi(proc: subprocess.Popen | None, timeout: float = 5.0) -> dict[str, A
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
+        drop_smi(proc)
         return {}
     except (OSError, ValueError):
         return {}

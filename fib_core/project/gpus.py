@@ -420,7 +420,7 @@ def _child(device_id: str, queue: QueueTaker, report: Any, inbox: Any, device: s
             launch_early(device, dataset_root)
             from fib_core.project.runflow import execute as target
 
-            _preload()
+            preload_engine()
         mark(role, "imported")
         payload = _wait_for_request(inbox, parent)
         if payload is None:  # no run for this process
@@ -451,11 +451,14 @@ def _child(device_id: str, queue: QueueTaker, report: Any, inbox: Any, device: s
         discard_early(remove_logs=True)
 
 
-def _preload() -> None:
+def preload_engine() -> None:
     """Import torch and the engine's modules while the request is on its way (CPU work only,
     no CUDA context): the engine imports them lazily, and without this a GPU process paid
     torch's import (1.3 s with two H200s, its judge and worker importing it beside) after its
-    request came, while its worker stood ready."""
+    request came, while its worker stood ready. ``bench_turnaround.py --watch-idle`` uses it to
+    put its launcher where a watch's is after its first run.
+
+    Example: ``preload_engine()`` in a process that will run the engine next."""
     import torch  # noqa: F401
 
     import fib_core.bench.inputs  # noqa: F401
