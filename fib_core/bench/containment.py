@@ -1,7 +1,9 @@
 """Which folders a worker sees read-only or not at all (the engine side of the sandbox).
 
-Read-only for solutions: the dataset (definitions, workloads, traces, blobs) and the reference
-cache. Hidden: the folder of the cache's signing key. The build cache stays writable (solutions
+Read-only for solutions: the dataset (definitions, workloads, traces, blobs), the reference
+cache, and the kit's own code (``fib_core/`` and ``scripts/`` beside it), which the next run's
+launcher and judge import: a solution rewriting it would own the next verdicts. Hidden: the
+folder of the cache's signing key. The build cache stays writable (solutions
 are compiled there); when it lies inside the dataset, the dataset stays writable rather than
 break builds.
 """
@@ -40,5 +42,15 @@ def worker_paths(dataset_root: Any) -> tuple[list[str], list[str]]:
         root = Path(dataset_root)
         if root.is_dir() and not _inside(cache, root):
             readonly.append(str(root.resolve()))
+    readonly += [str(folder) for folder in kit_code_folders() if not _inside(cache, folder)]
     hidden = [str(keys.resolve())] if keys.is_dir() else []
     return readonly, [h for h in hidden if os.path.isdir(h)]
+
+
+def kit_code_folders() -> list[Path]:
+    """The kit's own code a run executes: the ``fib_core`` package and its ``scripts/``
+    folder. Example: ``kit_code_folders()[0].name == "fib_core"``."""
+    import fib_core
+
+    package = Path(fib_core.__file__).resolve().parent
+    return [f for f in (package, package.parent / "scripts") if f.is_dir()]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import fib_core
 from fib_core.bench import Benchmark, BenchmarkConfig, Log
 from fib_core.bench.sandbox import namespaces_available
 from fib_core.data.traceset import TraceSet
@@ -37,6 +38,7 @@ ATTACKS: dict[str, tuple[set[str], str | None]] = {
     "huge_prefix": ({"RUNTIME_ERROR"}, "exceeds"),
     "truncated_frame": ({"RUNTIME_ERROR"}, "incomplete message"),
     "rewrite_dataset": ({"RUNTIME_ERROR"}, "Read-only file system"),
+    "rewrite_kit": ({"RUNTIME_ERROR"}, "Read-only file system"),
     "poison_cache": ({"RUNTIME_ERROR"}, "Read-only file system"),
     "huge_output": ({"RUNTIME_ERROR"}, "bytes omitted"),
 }
@@ -130,7 +132,8 @@ def test_hostile_corpus_is_contained(tmp_path, isolated, tagged_env):
     contained = namespaces_available()
     # Without namespaces nothing stops a solution from rewriting the dataset (the run warns);
     # the cache is still protected by its signatures.
-    hostile = [n for n in [*ATTACKS, *HARMLESS] if contained or n != "rewrite_dataset"]
+    hostile = [n for n in [*ATTACKS, *HARMLESS]
+               if contained or n not in ("rewrite_dataset", "rewrite_kit")]
     root = _dataset(tmp_path / "dataset", ["correct", "wrong", "expects_clean_process", *hostile])
     # An honest baseline: traces stored, references and their latency cached.
     before = {t.solution: t for t in _run(root, ["correct", "wrong"], isolated)}
@@ -148,6 +151,11 @@ def test_hostile_corpus_is_contained(tmp_path, isolated, tagged_env):
     for name in hostile:
         order += [name, "wrong", "expects_clean_process"]
     traces = _run(root, order, isolated, events)
+    planted = Path(fib_core.__file__).parent / "_hostile_was_here.py"
+    try:  # the kit's own code, which the next run imports, is as it was
+        assert not planted.exists(), "a solution wrote into the kit's fib_core package"
+    finally:
+        planted.unlink(missing_ok=True)
     results = {}
     for i, name in enumerate(hostile):
         attacker, wrong, honest = traces[3 * i : 3 * i + 3]
