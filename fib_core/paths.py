@@ -34,6 +34,16 @@ DEFAULT_CACHE = Path("~/.cache/fib_core")
 DATASET_ENV = "FIB_DATASET_PATH"
 
 
+def kit_root() -> Path:
+    """The folder holding this ``fib_core`` package (a fork's root, or site-packages): what a
+    child process puts first on its path to import the same kit, and where ``scripts/`` lies.
+
+    >>> (kit_root() / "fib_core" / "paths.py").is_file()
+    True
+    """
+    return Path(__file__).resolve().parents[1]
+
+
 def cache_dir() -> Path:
     """``$FIB_CACHE_DIR`` if set (and not blank), else ``~/.cache/fib_core``."""
     env = os.environ.get(CACHE_ENV, "").strip()

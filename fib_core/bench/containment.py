@@ -50,7 +50,7 @@ def worker_paths(dataset_root: Any) -> tuple[list[str], list[str]]:
 def kit_code_folders() -> list[Path]:
     """The kit's own code a run executes: the ``fib_core`` package and its ``scripts/``
     folder. Example: ``kit_code_folders()[0].name == "fib_core"``."""
-    import fib_core
+    from fib_core.paths import kit_root
 
-    package = Path(fib_core.__file__).resolve().parent
-    return [f for f in (package, package.parent / "scripts") if f.is_dir()]
+    root = kit_root()
+    return [f for f in (root / "fib_core", root / "scripts") if f.is_dir()]

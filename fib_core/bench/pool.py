@@ -27,7 +27,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import fib_core
 from fib_core.bench.exchange import ArenaHandle
 from fib_core.bench.judge import (
     STATUSES,
@@ -43,6 +42,7 @@ from fib_core.bench.sandbox import TOKEN_VAR, kill_tagged
 from fib_core.bench.timeline import mark
 from fib_core.bench.wire import DEFAULT_MAX_BLOB, ChildGone, WireError, read_frame, send_object
 from fib_core.data.trace import EvaluationStatus
+from fib_core.paths import kit_root
 
 TAIL_LINES = 30
 STARTUP_TIMEOUT_S = 180.0
@@ -118,7 +118,7 @@ class WorkerHandle:
         parent, child = socket.socketpair()
         self.tmp_dir.mkdir(parents=True, exist_ok=True)
         env = self.child_env()
-        package_root = str(Path(fib_core.__file__).resolve().parents[1])
+        package_root = str(kit_root())
         # The kit's own fib_core first; then this process's current folder, where `python -m`
         # would have put it (user modules named in generator_modules live there), but after
         # the kit, so a fib_core in that folder is not the one imported (see -P below).

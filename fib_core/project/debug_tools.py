@@ -121,9 +121,10 @@ def child_command(config_path: Path, uuid: str, *, nvtx: bool) -> list[str]:
 def child_env() -> dict[str, str]:
     """This environment, with the kit's folder first on PYTHONPATH: the child imports the same
     fib_core as this process, installed or not."""
-    kit_root = str(Path(__file__).resolve().parents[2])
+    from fib_core.paths import kit_root
+
     # The current folder after the kit, where `python -m` would have put it first (-P).
-    paths = [kit_root, os.getcwd(),
+    paths = [str(kit_root()), os.getcwd(),
              *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
 
