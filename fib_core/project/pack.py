@@ -44,8 +44,14 @@ class PackedFile:
     size: int
 
 
+def excluded_dir(name: str) -> bool:
+    """Whether a folder of this name is left out of a solution, with all it holds (a cache,
+    a build output, a hidden folder). Example: ``excluded_dir("__pycache__") is True``."""
+    return name in EXCLUDED_DIRS or name.startswith(".")
+
+
 def _in_excluded_dir(rel: PurePath) -> bool:
-    return any(part in EXCLUDED_DIRS or part.startswith(".") for part in rel.parts[:-1])
+    return any(excluded_dir(part) for part in rel.parts[:-1])
 
 
 def packable(rel: PurePath) -> bool:

@@ -20,7 +20,7 @@ from pathlib import Path
 from stat import S_ISREG
 
 from fib_core.errors import FibError
-from fib_core.project.pack import EXCLUDED_DIRS, packable
+from fib_core.project.pack import excluded_dir, packable
 
 POLL_S = 0.25  # how often the files are looked at while waiting
 SETTLE_S = 0.3  # an editor's save is often several writes: wait until they stop
@@ -50,7 +50,7 @@ def snapshot(paths: Sequence[Path], ignore: Sequence[Path] = ()) -> Snapshot:
         if root.is_dir():
             files = []
             for folder, dirs, names in os.walk(root):  # errors (a vanished folder): skipped
-                dirs[:] = [d for d in dirs if d not in EXCLUDED_DIRS and not d.startswith(".")]
+                dirs[:] = [d for d in dirs if not excluded_dir(d)]
                 here = Path(folder)
                 files += [here / n for n in names if packable((here / n).relative_to(root))]
         else:
