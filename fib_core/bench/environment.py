@@ -128,6 +128,39 @@ def drop_smi(proc: subprocess.Popen | None) -> None:
     proc.communicate()
 
 
+def visible_entries(env: Mapping[str, str]) -> list[str] | None:
+    """The GPUs ``CUDA_VISIBLE_DEVICES`` lets CUDA see, in CUDA's order; None when it is unset
+    (every GPU). Read as CUDA does: entries up to the first one that is not a device
+    (ordinals, written as CUDA accepts them, or ``GPU-``/``MIG-`` identifiers of the first
+    entry's kind), none at all when one repeats. The one reading of that variable: what a
+    CUDA index means outside this process, and how many GPUs a launcher will see.
+
+    >>> visible_entries({"CUDA_VISIBLE_DEVICES": "4, +05,x,1"}), visible_entries({})
+    (['4', '5'], None)
+    >>> visible_entries({"CUDA_VISIBLE_DEVICES": "1,1"}), visible_entries({"CUDA_VISIBLE_DEVICES": ""})
+    ([], [])
+    """
+    listed = env.get("CUDA_VISIBLE_DEVICES")
+    if listed is None:
+        return None
+    entries = [part.strip() for part in listed.split(",")]
+    prefix = next((p for p in ("GPU-", "MIG-") if entries[0].startswith(p)), None)
+    seen: list[str] = []
+    for entry in entries:
+        if prefix is not None:
+            key = entry if entry.startswith(prefix) else None
+        else:
+            digits = entry[1:] if entry[:1] == "+" else entry
+            digits = digits[: len(digits) - len(digits.lstrip("0123456789"))]
+            key = str(int(digits)) if digits else None
+        if key is None:
+            break
+        if key in seen:
+            return []
+        seen.append(key)
+    return seen
+
+
 def smi_id(index: int, env: Mapping[str, str]) -> str | None:
     """How ``nvidia-smi --id`` names the GPU CUDA calls ``index`` in this process: CUDA counts
     only the GPUs ``CUDA_VISIBLE_DEVICES`` lists, nvidia-smi counts them all (a run's second
@@ -139,10 +172,9 @@ def smi_id(index: int, env: Mapping[str, str]) -> str | None:
     >>> smi_id(0, {"CUDA_VISIBLE_DEVICES": "3,1"}), smi_id(1, {}), smi_id(2, {"CUDA_VISIBLE_DEVICES": "0"})
     ('3', '1', None)
     """
-    listed = env.get("CUDA_VISIBLE_DEVICES")
-    if listed is None:
+    entries = visible_entries(env)
+    if entries is None:
         return str(index)
-    entries = [e.strip() for e in listed.split(",") if e.strip()]
     if index >= len(entries):
         return None
     entry = entries[index]

@@ -23,10 +23,11 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fib_core.bench.containment import Mounts
 from fib_core.bench.exchange import ArenaHandle
 from fib_core.bench.judge import (
     STATUSES,
@@ -63,14 +64,14 @@ class WorkerHandle:
     """One child process (a worker, or the judge with ``role="judge"``)."""
 
     def __init__(self, device: str, log_dir: Path, *, name: str = "worker", role: str = "worker",
-                 readonly: Sequence[str] = (), hidden: Sequence[str] = (),
-                 trusted: bool = False, context_at_start: bool = False) -> None:
+                 mounts: Mounts | None = None, trusted: bool = False,
+                 context_at_start: bool = False) -> None:
         self.requested_device = device
         # Make the CUDA context while booting: only a worker nothing else times beside (a
         # run's first, a replacement), never a spare (fib_core.bench.worker).
         self.context_at_start = context_at_start
         self.role = role
-        self.readonly, self.hidden = list(readonly), list(hidden)
+        self.mounts = mounts if mounts is not None else Mounts()  # the worker's sandbox
         self.trusted = trusted
         self.log_path = log_dir / f"{name}-{os.getpid()}-{time.monotonic_ns()}.log"
         # The child's TMPDIR: whatever it leaves there goes when it is killed, so a worker that
@@ -118,17 +119,19 @@ class WorkerHandle:
         parent, child = socket.socketpair()
         self.tmp_dir.mkdir(parents=True, exist_ok=True)
         env = self.child_env()
-        package_root = str(kit_root())
-        # The kit's own fib_core first; then this process's current folder, where `python -m`
-        # would have put it (user modules named in generator_modules live there), but after
-        # the kit, so a fib_core in that folder is not the one imported (see -P below).
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (package_root, os.getcwd(), env.get("PYTHONPATH")) if p)
+        # The kit's own fib_core first (its folder is read-only to solutions); the current
+        # folder, where `python -m` would have put it, is not on the path at all: a module a
+        # solution left there (json.py) would be imported in place of the real one. User
+        # modules named in generator_modules are looked up there alone (worker.py).
+        # The user's own entries follow, but not an empty or relative one: Python reads it
+        # as the current folder.
+        user = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if os.path.isabs(p)]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([str(kit_root()), *user]))
         if self.requested_device == "cpu":
             env["TRITON_INTERPRET"] = "1"
-        # -P: the current folder does not go first on sys.path (it comes after the kit, on
-        # PYTHONPATH), so a fib_core there (another fork's, an old copy) cannot stand in for
-        # this process's own.
+        # -P: the current folder does not go first on sys.path, so a fib_core there (another
+        # fork's, an old copy) cannot stand in for this process's own. (The per-user
+        # site-packages stays: torch may be installed there; workers see it read-only.)
         args = [sys.executable, "-P", "-m", "fib_core.bench.worker", "--fd", str(child.fileno()),
                 "--device", self.requested_device, "--role", self.role,
                 "--parent", str(os.getpid())]
@@ -136,10 +139,7 @@ class WorkerHandle:
         if profile_dir:  # measuring the harness: each process's cProfile stats, on exit
             out = Path(profile_dir) / f"{self.role}-{self.token[:8]}.prof"
             args[2:2] = ["-m", "cProfile", "-o", str(out)]
-        for path in self.readonly:
-            args += ["--readonly", path]
-        for path in self.hidden:
-            args += ["--hide", path]
+        args += self.mounts.args()
         if self.trusted:
             args.append("--trusted")
         if self.context_at_start and self.role == "worker":
@@ -410,8 +410,10 @@ def close_all(handles: list[WorkerHandle | None]) -> None:
             handle.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             pass
+        mark("engine", f"{handle.role}-exited")
     for handle in present:
         handle.kill()
+    mark("engine", "killed")
 
 
 class JudgeHandle(WorkerHandle):
@@ -560,14 +562,16 @@ def launch_early(device: str, dataset_root: str | Path | None) -> None:
 
     Example: ``launch_early("auto", "/path/to/dataset")`` at the top of a launcher's main.
     """
-    from fib_core.bench.containment import worker_paths
+    from fib_core.bench.containment import worker_mounts
 
+    mounts = worker_mounts(dataset_root)
+    trusted = trusted_checks()
+    if _early_standing(device, mounts, trusted):
+        return  # the last launch's, unused and alive (a watch after a run that failed early)
     discard_early()  # left over from an earlier launch that no run took: not for this one
-    readonly, hidden = worker_paths(dataset_root)
     log_dir = default_log_dir()
     _EARLY_DIRS.append(log_dir)
-    trusted = trusted_checks()
-    handles = [WorkerHandle(device, log_dir, readonly=readonly, hidden=hidden, trusted=trusted,
+    handles = [WorkerHandle(device, log_dir, mounts=mounts, trusted=trusted,
                             context_at_start=True)]
     if not trusted:
         handles.append(JudgeHandle(device, log_dir))
@@ -584,8 +588,22 @@ def launch_early(device: str, dataset_root: str | Path | None) -> None:
         atexit.register(discard_early, True)
 
 
-def take_early(role: str, device: str, readonly: Sequence[str] = (),
-               hidden: Sequence[str] = (), trusted: bool = False) -> WorkerHandle | None:
+def _early_standing(device: str, mounts: Mounts, trusted: bool) -> bool:
+    """Whether the processes a launch with these settings would start already stand ready:
+    each role once, alive, launched with the same settings under the same cache folder."""
+    roles = ["worker"] if trusted else ["judge", "worker"]
+    if sorted(h.role for h in _EARLY) != roles:
+        return False
+    here = environment_print()
+    return all(
+        h.alive and h.requested_device == device and h.early_environment == here
+        and (h.role == "judge" or (h.mounts == mounts and h.trusted == trusted))
+        for h in _EARLY
+    )
+
+
+def take_early(role: str, device: str, mounts: Mounts | None = None,
+               trusted: bool = False) -> WorkerHandle | None:
     """The early-launched process of ``role`` if it fits a Benchmark on ``device`` with these
     sandbox paths and checking mode (it is then the caller's), else None. A process launched
     with device "auto" fits either kind: it resolves "auto" as the launcher did. Both roles
@@ -598,8 +616,7 @@ def take_early(role: str, device: str, readonly: Sequence[str] = (),
             handle.early_environment == environment_print()
             and handle.role == role
             and handle.requested_device in (device, "auto")
-            and handle.readonly == list(readonly)
-            and handle.hidden == list(hidden)
+            and handle.mounts == (mounts if mounts is not None else Mounts())
             and handle.trusted == trusted
             and handle.alive
         )

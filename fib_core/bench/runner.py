@@ -182,6 +182,7 @@ class Benchmark:
             close_all([self._worker, self._judge])
         self._worker = self._judge = None
         self._drop_spare()
+        mark("engine", "spare-dropped")
         remove_private_dir(self._log_dir)
         mark("engine", "closed")
 
@@ -285,14 +286,13 @@ class Benchmark:
         (:func:`fib_core.bench.pool.launch_early`) when it fits. A worker started while no
         other one runs (``spare=False``) makes its CUDA context as it boots; a spare boots
         beside a timed worker, so it waits for its task."""
-        from fib_core.bench.containment import worker_paths
+        from fib_core.bench.containment import worker_mounts
 
-        readonly, hidden = worker_paths(self.trace_set.root)
-        adopted = take_early("worker", self.config.device, readonly, hidden,
+        mounts = worker_mounts(self.trace_set.root)
+        adopted = take_early("worker", self.config.device, mounts,
                              trusted_checks()) if early else None
-        return adopted or WorkerHandle(self.config.device, self._log_dir, readonly=readonly,
-                                       hidden=hidden, trusted=trusted_checks(),
-                                       context_at_start=not spare)
+        return adopted or WorkerHandle(self.config.device, self._log_dir, mounts=mounts,
+                                       trusted=trusted_checks(), context_at_start=not spare)
 
     def _launch_spare(self, solution_hash: str) -> None:
         """Isolated runs: boot the next workload's fresh worker while this one runs.

@@ -4,10 +4,12 @@ A solution runs with the user's rights, so the worker narrows what it can reach 
 solution code loads (Linux only; every step degrades to a warning, never a failure):
 
 * ``PR_SET_PDEATHSIG``: the worker dies with the engine, even on ``kill -9`` of the engine.
-* a user + mount + PID namespace (unprivileged, when the kernel allows it): the dataset and the
-  reference cache are bind-mounted read-only, the cache's signing key is hidden under an empty
-  tmpfs, and the worker's server is PID 1 of its own PID namespace, so every process a solution
-  starts (double-forked, ``setsid`` or not) is killed by the kernel when the worker ends.
+* a user + mount + PID namespace (unprivileged, when the kernel allows it): the fork, the
+  dataset and the reference cache are bind-mounted read-only (with the folders a worker writes
+  opened again inside them; :mod:`fib_core.bench.containment` says which), the cache's signing
+  key is hidden under an empty tmpfs, and the worker's server is PID 1 of its own PID
+  namespace, so every process a solution starts (double-forked, ``setsid`` or not) is killed by
+  the kernel when the worker ends.
 * where namespaces are refused: the worker becomes a child subreaper and every process started
   under it carries a run token in its environment; the engine kills whatever still carries the
   token when it retires the worker (:func:`kill_tagged`).
@@ -20,6 +22,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
@@ -66,8 +69,11 @@ def forbid_tracing() -> bool:
     return _prctl(PR_SET_DUMPABLE, 0)
 
 
-def contain(readonly: Sequence[str], hidden: Sequence[str]) -> list[str]:
+def contain(mounts: Sequence[tuple[str, str]]) -> list[str]:
     """Enter the namespaces described above; returns warnings (empty when fully contained).
+    ``mounts``: (kind, folder) steps in order (:meth:`fib_core.bench.containment.Mounts.ordered`):
+    ``ro`` binds the folder read-only, ``rw`` opens a folder inside a read-only one again,
+    ``hide`` covers it with an empty tmpfs. A folder that does not exist is skipped.
 
     Must run before any thread starts (before torch is imported). In the PID-namespace case
     this forks: the calling process stays behind as a supervisor that only waits and relays
@@ -96,12 +102,25 @@ def contain(readonly: Sequence[str], hidden: Sequence[str]) -> list[str]:
         _write("/proc/self/uid_map", f"{uid} {uid} 1")
         _write("/proc/self/gid_map", f"{gid} {gid} 1")
         _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
-        for path in readonly:
-            if os.path.isdir(path):
-                _bind_readonly(libc, path)
-        for path in hidden:
-            if os.path.isdir(path):
+        # Only real folders, named without a link anywhere on their path: a link a solution
+        # left in a folder it may write (the home folder) must not aim a step elsewhere.
+        steps = [(kind, path) for kind, path in mounts
+                 if os.path.isdir(path) and os.path.realpath(path) == path]
+        skipped = [path for kind, path in mounts
+                   if kind != "rw" and os.path.isdir(path) and os.path.realpath(path) != path]
+        if skipped:
+            raise OSError(f"{skipped[0]} is reached through a symbolic link")
+        _pin_ancestors(libc, [path for _, path in steps])
+        for kind, path in steps:
+            if kind == "hide":
                 _mount(libc, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, b"size=16k,mode=700")
+            else:
+                _bind(libc, path, readonly=kind == "ro")
+        # The current folder was entered before the mounts: it still leads to the writable
+        # folder beneath them (a relative path, /proc/self/cwd). Enter it again, through them.
+        here = os.getcwd()
+        os.chdir("/")
+        os.chdir(here)
     except OSError as err:
         warnings.append(
             f"could not make the dataset read-only ({err}); it is writable by solutions"
@@ -134,8 +153,20 @@ def _enc(text: str | None) -> bytes | None:
     return text.encode() if text is not None else None
 
 
-def _bind_readonly(libc: ctypes.CDLL, path: str) -> None:
-    """Bind ``path`` onto itself, then remount read-only keeping the flags the kernel locks."""
+def _pin_ancestors(libc: ctypes.CDLL, paths: Sequence[str]) -> None:
+    """Bind every folder above ``paths`` (up to the root) onto itself: a mount point cannot be
+    renamed or moved, so a solution cannot move the folder holding a protected one away and
+    put a copy of its own making in its place (a cache with a signing key it chose, a fork
+    with a planted module) for the next run to use."""
+    above = {str(parent) for path in paths for parent in Path(path).parents
+             if str(parent) != "/"}
+    for folder in sorted(above, key=lambda p: len(Path(p).parts)):
+        _mount(libc, folder, folder, None, MS_BIND | MS_REC)
+
+
+def _bind(libc: ctypes.CDLL, path: str, readonly: bool) -> None:
+    """Bind ``path`` onto itself, then remount it read-only (or writable: a folder inside a
+    read-only one, opened again) keeping the flags the kernel locks."""
     _mount(libc, path, path, None, MS_BIND | MS_REC)
     have = os.statvfs(path).f_flag
     locked = 0
@@ -149,7 +180,7 @@ def _bind_readonly(libc: ctypes.CDLL, path: str) -> None:
     ):
         if have & st_flag:
             locked |= ms_flag
-    _mount(libc, None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | locked)
+    _mount(libc, None, path, None, MS_REMOUNT | MS_BIND | (MS_RDONLY if readonly else 0) | locked)
 
 
 def _become_pid_one(libc: ctypes.CDLL, uid: int, gid: int, warnings: list[str]) -> None:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fib_core.bench.timeline import mark
+from fib_core.bench.timeline import mark, memory_milestone
 from fib_core.data.trace import EvaluationStatus
 
 
@@ -55,12 +55,23 @@ def resolve_device(requested: str) -> str:
     return requested
 
 
+# The folder the process started in (the launcher's): where user modules named in
+# generator_modules live. Not on sys.path (see pool.WorkerHandle.launch): only those modules,
+# while they are imported, are looked up there first, as `python -m` would have.
+_START_DIR = os.getcwd()
+
+
 def _register_plugins(modules: tuple[str, ...], seen: set[str]) -> None:
-    """Import the user modules named in the config (once each); definitions' own generators,
-    checkers and fast references come from the definition registry when first needed."""
+    """Import the user modules named in the config (once each), looking in the starting folder
+    first; definitions' own generators, checkers and fast references come from the definition
+    registry when first needed."""
     for name in modules:
         if name not in seen:
-            importlib.import_module(name)  # one that fails fails again on the next task
+            sys.path.insert(0, _START_DIR)
+            try:
+                importlib.import_module(name)  # one that fails fails again on the next task
+            finally:
+                sys.path.remove(_START_DIR)
             seen.add(name)
 
 
@@ -433,7 +444,7 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
         if message[0] == "close":
             mark("worker", "close")
             evaluator.close()
-            return _leave()
+            return _leave("worker")
         if message[0] == "arena":  # where this worker's outputs go from now on
             arena = receive_arena(message, fds, checker.arena if checker else None)
             if checker is not None:
@@ -517,7 +528,7 @@ def serve_judge(sock: Any, requested_device: str, ahead: HeadStart | None = None
         if kind == "close":  # every reference store finished before its check was answered
             mark("judge", "close")
             judge.evaluator.ref_cache.close()
-            return _leave()
+            return _leave("judge")
         if kind == "arena":  # a check naming another buffer is then the judge's failure
             arena = receive_arena(message, fds, arena)
             continue
@@ -561,13 +572,14 @@ def serve_judge(sock: Any, requested_device: str, ahead: HeadStart | None = None
         send_frame(sock, reply)
 
 
-def _leave() -> int:
+def _leave(role: str) -> int:
     """Exit at once when the parent says ``close``: the interpreter's orderly teardown of torch
     and the CUDA context took 0.6-1.0 s against 0.12 s for ``os._exit`` (measured on an
     H100), at the end of every run. Under a profiler (measuring the harness) the normal exit
     stays, so the profile is written."""
     if _profiled():
         return 0
+    mark(role, memory_milestone("leave"))
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -586,12 +598,14 @@ def _profiled() -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from fib_core.bench.containment import parse_mount
+
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--role", choices=("worker", "judge"), default="worker")
-    parser.add_argument("--readonly", action="append", default=[])
-    parser.add_argument("--hide", action="append", default=[])
+    parser.add_argument("--mount", action="append", default=[], type=parse_mount,
+                        help="kind:folder, in order (fib_core.bench.containment.Mounts)")
     parser.add_argument("--trusted", action="store_true")
     parser.add_argument("--context-at-start", action="store_true")
     parser.add_argument("--parent", type=int, help="the launching process's pid")
@@ -604,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.role == "judge":
         sandbox.forbid_tracing()
     else:
-        warnings = sandbox.contain(args.readonly, args.hide)
+        warnings = sandbox.contain(args.mount)
     from fib_core.bench.wire import send_frame, socket_from_fd
 
     sock = socket_from_fd(args.fd)

@@ -85,8 +85,9 @@ def workload_costs(definition: str, axes_list: Sequence[dict[str, int]]) -> list
 def physical_ids(gpus: Sequence[int], env: dict[str, str] | None = None) -> list[str]:
     """What each chosen index means in ``CUDA_VISIBLE_DEVICES`` for a child: the parent's own
     list entry when it has one (indices count within what the parent sees)."""
-    env = os.environ if env is None else env
-    listed = [p.strip() for p in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if p.strip()]
+    from fib_core.bench.environment import visible_entries
+
+    listed = visible_entries(os.environ if env is None else env) or []
     return [listed[g] if g < len(listed) else str(g) for g in gpus]
 
 
@@ -115,31 +116,17 @@ def visible_gpu_count() -> int | None:
     start one process per GPU before its own torch import; torch's count still decides the
     run, and processes started for GPUs it does not use are stopped.
 
-    ``CUDA_VISIBLE_DEVICES``, read as CUDA does: entries up to the first one that is not a
-    device (ordinals, or ``GPU-``/``MIG-`` identifiers of the first entry's kind), none at all
-    when one repeats; at most the driver's own count of GPUs."""
+    ``CUDA_VISIBLE_DEVICES`` is read as CUDA reads it
+    (:func:`fib_core.bench.environment.visible_entries`), up to the driver's own count."""
+    from fib_core.bench.environment import visible_entries
+
     if not _torch_has_cuda():
         return None
     installed = _installed_gpus()
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    listed = visible_entries(os.environ)
     if listed is None:
         return installed
-    seen: list[str] = []
-    entries = [part.strip() for part in listed.split(",")]
-    prefix = next((p for p in ("GPU-", "MIG-") if entries[0].startswith(p)), None)
-    for entry in entries:
-        if prefix is not None:
-            key = entry if entry.startswith(prefix) else None
-        else:
-            digits = entry[1:] if entry[:1] == "+" else entry
-            digits = digits[: len(digits) - len(digits.lstrip("0123456789"))]
-            key = str(int(digits)) if digits else None
-        if key is None:
-            break
-        if key in seen:
-            return 0
-        seen.append(key)
-    return len(seen) if installed is None else min(len(seen), installed)
+    return len(listed) if installed is None else min(len(listed), installed)
 
 
 def _installed_gpus() -> int | None:
@@ -232,6 +219,20 @@ class ShardProcesses:
             and self.device in (request.device, "auto")
             and self.dataset_root == request.dataset_path
             and self.environment == environment_print()
+        )
+
+    def standing(self, device_ids: Sequence[str], device: str, dataset_root: str | None,
+                 target: Callable | None) -> bool:
+        """Whether these children, started with these settings, still wait unserved and alive
+        (a new :func:`prestart` with the same settings then keeps them)."""
+        from fib_core.bench.pool import environment_print
+
+        return (
+            not self.served
+            and self.device_ids == list(device_ids)
+            and (self.device, self.dataset_root, self.target) == (device, dataset_root, target)
+            and self.environment == environment_print()
+            and all(proc.is_alive() for proc in self.procs)
         )
 
     def run(self, plan: QueuePlan, on_event: Callable[[Any], None] | None) -> list[Any]:
@@ -347,8 +348,11 @@ def prestart(device_ids: Sequence[str], device: str, dataset_root: str | None,
              target: Callable | None = None) -> None:
     """Start one :class:`ShardProcesses` child per GPU of ``device_ids`` for the next
     :func:`run_on_gpus` on those GPUs (``target``: what they run, as there), in place of any
-    started before; stopped at exit if no run takes them."""
+    started before with other settings (those started with the same ones and still waiting
+    are kept); stopped at exit if no run takes them."""
     global _prestarted, _exit_hook_registered
+    if _prestarted is not None and _prestarted.standing(device_ids, device, dataset_root, target):
+        return  # the last prestart's, unused and alive (a watch after a run that failed early)
     discard_prestarted()
     if not _exit_hook_registered:
         import atexit

@@ -7,11 +7,14 @@ adopted; the rest are killed, and none outlives the launcher.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from fib_core.bench import Benchmark, BenchmarkConfig, pool
 from fib_core.data.solution import Solution
 from fib_core.data.traceset import TraceSet
+from fib_core.paths import kit_root
 
 FAST = dict(warmup_runs=1, iterations=3, num_trials=2, device="cpu")
 
@@ -36,6 +39,26 @@ def test_the_benchmark_adopts_the_early_judge_and_worker(make_dataset, toy_solut
     assert pool._EARLY == []  # both adopted
     assert [t.evaluation.status.value for t in traces] == ["PASSED", "PASSED"]
     assert not early["worker"].alive and not early["judge"].alive  # stopped with the run
+
+
+def test_a_second_launch_with_the_same_settings_keeps_the_waiting_processes(
+    make_dataset, tmp_path
+):
+    """A watch whose run failed before it adopted them launches again: the processes still
+    waiting stay (nothing boots twice); a dead one, or other settings, start anew."""
+    root = make_dataset([])
+    pool.launch_early("cpu", root)
+    first = list(pool._EARLY)
+    pool.launch_early("cpu", root)
+    assert pool._EARLY == first and all(h.alive for h in first)
+    first[0].kill()
+    pool.launch_early("cpu", root)
+    assert not set(pool._EARLY) & set(first) and not any(h.alive for h in first)
+    second = list(pool._EARLY)
+    other = tmp_path / "other-dataset"
+    other.mkdir()
+    pool.launch_early("cpu", other)  # the worker's sandbox would protect another folder
+    assert not set(pool._EARLY) & set(second) and not any(h.alive for h in second)
 
 
 def test_an_early_worker_for_another_dataset_is_not_adopted(
@@ -194,6 +217,31 @@ def test_a_fib_core_in_the_current_folder_does_not_stand_in_for_the_kits(
         traces = bench.run_solution(solution)
     assert [t.evaluation.status.value for t in traces] == ["PASSED", "PASSED"]
     assert (tmp_path / "imported").read_text().startswith("x")  # in the worker (and judge)
+
+
+def test_the_current_folder_is_not_on_a_workers_module_path(tmp_path, monkeypatch):
+    """A module a solution leaves in the current folder (``json.py``) must not stand in for the
+    real one in the next run's judge or worker: the folder is searched only for the modules
+    named in generator_modules, while they are imported (test above)."""
+    import subprocess
+
+    seen: dict = {}
+
+    class Recorder:
+        def __init__(self, args, **kwargs):
+            seen.update(args=args, env=kwargs["env"])
+            raise OSError("recorded")
+
+    monkeypatch.chdir(tmp_path)
+    # An empty or relative entry would mean the current folder (`export PYTHONPATH=$PYTHONPATH:x`)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["", "relative", "/abs/lib"]))
+    monkeypatch.setattr(subprocess, "Popen", Recorder)
+    for role in (pool.WorkerHandle, pool.JudgeHandle):
+        with pytest.raises(OSError, match="recorded"):
+            role("cpu", tmp_path / "logs").launch()
+        path = seen["env"]["PYTHONPATH"].split(os.pathsep)
+        assert str(tmp_path) not in path and os.getcwd() not in path
+        assert path == [str(kit_root()), "/abs/lib"] and seen["args"][1] == "-P"
 
 
 def test_a_generator_module_that_fails_to_import_fails_every_workload(

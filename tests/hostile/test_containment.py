@@ -39,6 +39,7 @@ ATTACKS: dict[str, tuple[set[str], str | None]] = {
     "truncated_frame": ({"RUNTIME_ERROR"}, "incomplete message"),
     "rewrite_dataset": ({"RUNTIME_ERROR"}, "Read-only file system"),
     "rewrite_kit": ({"RUNTIME_ERROR"}, "Read-only file system"),
+    "plant_module": ({"RUNTIME_ERROR"}, "Read-only file system"),
     "poison_cache": ({"RUNTIME_ERROR"}, "Read-only file system"),
     "huge_output": ({"RUNTIME_ERROR"}, "bytes omitted"),
 }
@@ -133,7 +134,7 @@ def test_hostile_corpus_is_contained(tmp_path, isolated, tagged_env):
     # Without namespaces nothing stops a solution from rewriting the dataset (the run warns);
     # the cache is still protected by its signatures.
     hostile = [n for n in [*ATTACKS, *HARMLESS]
-               if contained or n not in ("rewrite_dataset", "rewrite_kit")]
+               if contained or n not in ("rewrite_dataset", "rewrite_kit", "plant_module")]
     root = _dataset(tmp_path / "dataset", ["correct", "wrong", "expects_clean_process", *hostile])
     # An honest baseline: traces stored, references and their latency cached.
     before = {t.solution: t for t in _run(root, ["correct", "wrong"], isolated)}
@@ -151,11 +152,13 @@ def test_hostile_corpus_is_contained(tmp_path, isolated, tagged_env):
     for name in hostile:
         order += [name, "wrong", "expects_clean_process"]
     traces = _run(root, order, isolated, events)
-    planted = Path(fib_core.__file__).parent / "_hostile_was_here.py"
-    try:  # the kit's own code, which the next run imports, is as it was
-        assert not planted.exists(), "a solution wrote into the kit's fib_core package"
+    kit = Path(fib_core.__file__).parent
+    planted = [kit / "_hostile_was_here.py", kit.parent / "_hostile_planted.py"]
+    try:  # the kit's own code, and the fork's root the next run imports from, are as they were
+        assert not [p for p in planted if p.exists()], "a solution wrote into the fork"
     finally:
-        planted.unlink(missing_ok=True)
+        for path in planted:
+            path.unlink(missing_ok=True)
     results = {}
     for i, name in enumerate(hostile):
         attacker, wrong, honest = traces[3 * i : 3 * i + 3]

@@ -20,7 +20,8 @@ import ctypes, json, os, sys
 from pathlib import Path
 from fib_core.bench import sandbox
 data, keys = sys.argv[1], sys.argv[2]
-warnings = sandbox.contain([data], [keys])
+opened, inner = os.path.join(data, "cache"), os.path.join(data, "cache", "reference")
+warnings = sandbox.contain([("ro", data), ("rw", opened), ("ro", inner), ("hide", keys)])
 libc = ctypes.CDLL(None, use_errno=True)
 out = {"warnings": warnings, "pid": os.getpid()}
 def attempt(name, fn):
@@ -38,6 +39,12 @@ def remount():
         raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
     Path(data, "f").write_text("changed")
 attempt("write", lambda: Path(data, "f").write_text("changed"))
+attempt("relative", lambda: Path("rel.py").write_text("planted"))
+attempt("proc_cwd", lambda: Path("/proc/self/cwd/cwd.py").write_text("planted"))
+attempt("move_parent", lambda: os.rename(os.path.dirname(data), os.path.dirname(data) + "-moved"))
+attempt("plant", lambda: Path(data, "json.py").write_text("planted"))
+attempt("write_opened", lambda: Path(opened, "build.o").write_text("built"))
+attempt("write_inner", lambda: Path(inner, "ref").write_text("forged"))
 attempt("umount", umount)
 attempt("remount", remount)
 out["pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
@@ -51,19 +58,30 @@ def test_read_only_data_cannot_be_unlocked_and_the_key_is_hidden(tmp_path):
     data, keys = tmp_path / "data", tmp_path / "keys"
     data.mkdir()
     keys.mkdir()
+    (data / "cache" / "reference").mkdir(parents=True)
     (data / "f").write_text("original")
     (keys / "reference.key").write_bytes(b"k" * 32)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.run(
         [sys.executable, "-c", _PROBE, str(data), str(keys)],
         env=env,
+        cwd=data,  # entered before the mounts, as a worker started from the fork is
         capture_output=True,
         text=True,
         timeout=60,
     )
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["warnings"] == []
-    assert out["write"] == "Read-only file system"
+    assert out["write"] == out["plant"] == "Read-only file system"
+    assert out["relative"] == out["proc_cwd"] == "Read-only file system"
+    # The folder holding a protected one cannot be moved away (and a copy of a solution's
+    # making put in its place for the next run): every folder above is a mount point.
+    assert out["move_parent"] == "Device or resource busy"
+    # A folder inside it opened again (the build cache inside the fork), and one inside that
+    # protected again (the reference cache inside the build cache): the innermost step wins.
+    assert out["write_opened"] == "done" and out["write_inner"] == "Read-only file system"
+    assert (data / "cache" / "build.o").read_text() == "built"
+    assert not (data / "json.py").exists()
     assert out["umount"] != "done" and out["remount"] != "done"
     assert out["pid"] == 2 and out["pids"] == [1, 2]  # only its own namespace is visible
     assert out["keys"] == []
@@ -72,7 +90,7 @@ def test_read_only_data_cannot_be_unlocked_and_the_key_is_hidden(tmp_path):
 
 def test_a_signal_death_inside_the_sandbox_is_reported_as_one(tmp_path):
     code = (
-        "from fib_core.bench import sandbox; import os, signal; sandbox.contain([], []); "
+        "from fib_core.bench import sandbox; import os, signal; sandbox.contain([]); "
         "os.kill(os.getpid(), signal.SIGKILL)"
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT))

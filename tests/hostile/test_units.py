@@ -314,15 +314,14 @@ def test_the_judges_triton_cache_is_in_the_folder_workers_never_see(tmp_path, mo
     hides; a worker keeps the user's own cache."""
     from pathlib import Path
 
-    from fib_core.bench.containment import worker_paths
+    from fib_core.bench.containment import worker_mounts
     from fib_core.bench.integrity import key_dir
     from fib_core.bench.pool import JudgeHandle, WorkerHandle
 
     monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
-    _, hidden = worker_paths(None)
     keys = key_dir().resolve()
-    assert str(keys) in hidden
+    assert str(keys) in worker_mounts(None).hidden
     judge_env = JudgeHandle("cpu", tmp_path).child_env()
     for name in ("TRITON_CACHE_DIR", "TRITON_HOME"):
         assert Path(judge_env[name]).resolve().is_relative_to(keys)

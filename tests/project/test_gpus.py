@@ -310,6 +310,24 @@ def test_prestarted_processes_serve_the_run_on_their_gpus(fake_target) -> None:
     assert all(p.exitcode == 0 for p in waiting.procs)  # the very processes started before
 
 
+def test_a_second_prestart_with_the_same_settings_keeps_the_waiting_processes(
+    fake_target,
+) -> None:
+    """A watch whose run failed before it took them (a typo in config.toml) starts the same
+    processes again: those still waiting stay, and nothing boots twice."""
+    waiting = _prestarted(fake_target)
+    pids = [p.pid for p in waiting.procs]
+    assert _prestarted(fake_target) is waiting
+    assert [p.pid for p in gpus._prestarted.procs] == pids
+    assert all(p.is_alive() for p in waiting.procs)
+    waiting.procs[1].kill()  # one died meanwhile: all are started anew
+    waiting.procs[1].join()
+    fresh = _prestarted(fake_target)
+    assert fresh is not waiting and not any(p.is_alive() for p in waiting.procs)
+    assert _prestarted(fake_target, ids=("3",)) is not fresh  # other GPUs: others
+    assert not any(p.is_alive() for p in fresh.procs)
+
+
 @pytest.mark.parametrize("change", ["gpus", "cache folder", "dataset"])
 def test_prestarted_processes_that_do_not_fit_the_run_are_stopped(
     fake_target, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, change: str
