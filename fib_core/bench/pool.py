@@ -588,16 +588,27 @@ def launch_early(device: str, dataset_root: str | Path | None) -> None:
         atexit.register(discard_early, True)
 
 
+def _launched_with(handle: WorkerHandle, mounts: Mounts, trusted: bool) -> bool:
+    """Whether an early process is alive and was launched with this sandbox and checking mode
+    under this cache folder (a judge: with none of a worker's, ``Mounts()`` and False)."""
+    return (
+        handle.early_environment == environment_print()
+        and handle.mounts == mounts
+        and handle.trusted == trusted
+        and handle.alive
+    )
+
+
 def _early_standing(device: str, mounts: Mounts, trusted: bool) -> bool:
     """Whether the processes a launch with these settings would start already stand ready:
-    each role once, alive, launched with the same settings under the same cache folder."""
+    each role once, alive, launched for this device with the same settings."""
     roles = ["worker"] if trusted else ["judge", "worker"]
     if sorted(h.role for h in _EARLY) != roles:
         return False
-    here = environment_print()
     return all(
-        h.alive and h.requested_device == device and h.early_environment == here
-        and (h.role == "judge" or (h.mounts == mounts and h.trusted == trusted))
+        h.requested_device == device
+        and (_launched_with(h, Mounts(), False) if h.role == "judge"
+             else _launched_with(h, mounts, trusted))
         for h in _EARLY
     )
 
@@ -612,15 +623,8 @@ def take_early(role: str, device: str, mounts: Mounts | None = None,
     does not fit is killed then: it made its CUDA context as it booted, and a run adopts its
     first worker once, so it would hold that context, unused, until the launcher exits."""
     for handle in _EARLY:
-        fits = (
-            handle.early_environment == environment_print()
-            and handle.role == role
-            and handle.requested_device in (device, "auto")
-            and handle.mounts == (mounts if mounts is not None else Mounts())
-            and handle.trusted == trusted
-            and handle.alive
-        )
-        if fits:
+        if (handle.role == role and handle.requested_device in (device, "auto")
+                and _launched_with(handle, mounts if mounts is not None else Mounts(), trusted)):
             _EARLY.remove(handle)
             return handle
     for handle in [h for h in _EARLY if h.role == role == "worker"]:
