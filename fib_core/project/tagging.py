@@ -33,9 +33,25 @@ TAG_PREFIX = "submission-"
 
 
 def uncommitted(root: Path) -> list[str]:
-    """Paths with uncommitted changes or untracked, non-ignored files (``git status``)."""
-    text = git(root, "status", "--porcelain", "--untracked-files=all")
-    return [line[3:] for line in text.splitlines() if line.strip()]
+    """Paths with uncommitted changes or untracked, non-ignored files (``git status``).
+
+    Read in git's version-2 porcelain form, NUL-separated: each entry starts with its type
+    letter (never with a space that :func:`~fib_core.gitcmd.git`'s stripped output would eat,
+    as the first entry's ``" M config.toml"`` of the version-1 form was), and paths come
+    unquoted."""
+    text = git(root, "status", "--porcelain=v2", "-z", "--untracked-files=all")
+    fields = {"1": 8, "2": 9, "u": 10}  # spaces before the path, per entry type
+    paths: list[str] = []
+    entries = iter(text.split("\0"))
+    for entry in entries:
+        kind = entry[:1]
+        if kind in ("?", "!"):
+            paths.append(entry[2:])
+        elif kind in fields:
+            paths.append(entry.split(" ", fields[kind])[-1])
+            if kind == "2":
+                next(entries, None)  # a rename's original path follows as its own entry
+    return [p for p in paths if p]
 
 
 def repo_root(path: Path) -> Path:

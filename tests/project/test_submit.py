@@ -148,6 +148,19 @@ def test_uncommitted_changes_are_refused(fork: Path, on_gpu: None) -> None:
         submit(fork / "config.toml", SubmitOptions(), _console()[0], Recorder({}))
 
 
+def test_uncommitted_paths_are_named_whole(fork: Path) -> None:
+    """Each path keeps its first letter, whatever the entry's place in git's status output."""
+    from fib_core.project.tagging import uncommitted
+
+    config = fork / "config.toml"
+    config.write_text(config.read_text() + "\n# tweak\n")  # modified, not staged: " M"
+    (fork / "new file.py").write_text("x = 1\n")  # untracked, with a space in its name
+    git(fork, "mv", "scripts/submit.py", "scripts/send.py")  # a staged rename
+    assert sorted(uncommitted(fork)) == ["config.toml", "new file.py", "scripts/send.py"]
+    with pytest.raises(ConfigError, match=r"uncommitted changes in the fork \(config\.toml, "):
+        submit(config, SubmitOptions(), _console()[0], Recorder({}))
+
+
 def test_without_a_gpu_it_refuses_unless_smoke_is_allowed(fork: Path, monkeypatch) -> None:
     monkeypatch.setattr(runflow, "resolve_device", lambda requested: "cpu")
     run = Recorder({DECODE: 0.0, PREFILL: 0.0})
