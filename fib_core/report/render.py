@@ -201,20 +201,32 @@ def _print_failures(results: RunResults, console: Console) -> None:
     _say(console)
     _say(console, f"[bold red]Failures ({len(failed)})[/bold red]")
     for row in failed:
+        reason, tail = _reason_and_tail(row)
+        # soft_wrap: one line each, wrapped by the terminal (never inside a token by rich, at
+        # a width of its own), so a log file holds each reason whole.
         _say(
             console,
             f"  {row.short_uuid} ({escape(row.axes_text())}) [red]{row.status}[/red]: "
-            f"{escape(row.reason)}",
-            overflow="fold",
+            f"{escape(reason)}",
+            soft_wrap=True,
         )
-        for line in _tail_without_reason(row):
-            _say(console, f"      | {escape(line)}", overflow="fold")
+        for line in tail:
+            _say(console, f"      | {escape(line)}", soft_wrap=True)
 
 
-def _tail_without_reason(row: WorkloadResult) -> list[str]:
-    """The log tail minus the line the reason already quotes (each reason is printed once)."""
+def _reason_and_tail(row: WorkloadResult) -> tuple[str, list[str]]:
+    """The reason and the log tail without the line the reason quotes, so each is printed
+    once; a reason shortened from a tail line ("...") is shown as that whole line."""
     reason = " ".join(row.reason.split())
-    return [ln for ln in row.log_tail if " ".join(ln.split()) != reason]
+    stem = reason.removesuffix("...").rstrip()
+    tail: list[str] = []
+    for line in row.log_tail:
+        flat = " ".join(line.split())
+        if flat == reason or (stem and stem != reason and flat.startswith(stem)):
+            reason = flat
+            continue
+        tail.append(line)
+    return reason, tail
 
 
 def _print_passed_notes(results: RunResults, console: Console) -> None:

@@ -199,3 +199,19 @@ def test_progress_total_learnt_from_solution_events():
         on_event(SolutionStarted("sol", "gdn", 1))
         on_event(_Finished(_T("gdn", _W("u1"), _E("PASSED"))))
     assert "1/1" in buf2.getvalue()
+
+
+def test_a_long_failure_reason_is_printed_once_and_whole(mkrow, mkrun):
+    """The checker's line is longer than the reason kept in the row ("..."): the failures list
+    shows the whole line once, never split by rich inside an index list."""
+    full = ("input set 1: output 'output': 17 of 1024 elements (1.66%) exceed atol=0.01 and "
+            "rtol=0.01 (matched 0.983398, required 1); first at [0, 0, 0, 61], [0, 0, 4, 34], "
+            "[0, 0, 4, 40], [0, 0, 4, 45], [0, 0, 4, 74]; worst |err| 0.01514 at [0, 0, 4, 34]")
+    row = mkrow("dddddddd-0004", "INCORRECT_NUMERICAL", axes={"batch_size": 1},
+                reason=full[:150] + "...", log_tail=[full])
+    for width in (80, 200):
+        console, buf = log_console(width)
+        render_results(mkrun([row]), console)
+        out = buf.getvalue()
+        assert out.count("17 of 1024 elements") == 1
+        assert f"dddddddd (batch_size=1) INCORRECT_NUMERICAL: {full}\n" in out
