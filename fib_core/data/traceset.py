@@ -215,8 +215,11 @@ class TraceSet:
         return max(candidates, key=lambda t: t.evaluation.performance.speedup_factor)
 
     # --- scoring ---------------------------------------------------------------------------
+    # The formula lives in :mod:`fib_core.data.scoring`; these methods pick its inputs.
 
     def _scope(self, op_type: str | None, definition_name: str | None) -> list[str]:
+        """The definitions a score covers (ValueError for both filters, KeyError for an
+        unknown definition name)."""
         if op_type is not None and definition_name is not None:
             raise DatasetError("give op_type or definition_name, not both")
         if definition_name is not None:
@@ -226,8 +229,19 @@ class TraceSet:
 
     def get_solution_score(
         self, solution_name: str, baseline_author: str = "baseline"
-    ) -> float | None:
-        """Mean speedup over the baseline; 0 if any trace failed; None if not comparable."""
+    ) -> scoring.SpeedupMetrics | None:
+        """The solution's contest score against the one solution of ``baseline_author`` for
+        its definition: mean of baseline latency / solution latency over the workloads both
+        ran (the baseline passing), each pair's lowest passing latency; 0 when any of the
+        solution's traces failed.
+
+        None for an unknown solution, the baseline itself, or no comparable workload.
+        ValueError when the definition has no or several baseline solutions, or a PASSED
+        trace has no usable latency.
+
+        >>> ts.get_solution_score("mine", baseline_author="flashinfer").avg_speedup  # doctest: +SKIP
+        1.42
+        """
         sol = self.get_solution(solution_name)
         if sol is None:
             return None
@@ -237,12 +251,12 @@ class TraceSet:
         records = scoring.collect_records(self.traces.get(sol.definition, ()))
         return scoring.score_solution(sol, baseline, records)
 
-    def _author_scores(
+    def _best_per_definition(
         self, authors: Iterable[str] | None, baseline_author: str, scope: list[str]
-    ) -> dict[str, list[float]]:
-        """Author -> their per-definition best scores, over the definitions in ``scope``."""
+    ) -> dict[str, dict[str, tuple[str, scoring.SpeedupMetrics]]]:
+        """Author -> {definition: (their best solution there, its score)} over ``scope``."""
         wanted = None if authors is None else set(authors)
-        per_author: dict[str, list[float]] = {}
+        per_author: dict[str, dict[str, tuple[str, scoring.SpeedupMetrics]]] = {}
         for def_name in scope:
             solutions = self.solutions.get(def_name, [])
             contenders = {
@@ -255,9 +269,9 @@ class TraceSet:
             baseline = scoring.find_baseline(def_name, solutions, baseline_author)
             records = scoring.collect_records(self.traces.get(def_name, ()))
             for author in sorted(contenders):
-                best = scoring.best_author_score(author, solutions, baseline, records)
+                best = scoring.best_of_author(author, solutions, baseline, records)
                 if best is not None:
-                    per_author.setdefault(author, []).append(best)
+                    per_author.setdefault(author, {})[def_name] = best
         return per_author
 
     def get_author_score(
@@ -266,29 +280,46 @@ class TraceSet:
         baseline_author: str = "baseline",
         op_type: str | None = None,
         definition_name: str | None = None,
-    ) -> float | None:
-        """Mean over the definitions in scope of the author's best solution score."""
+    ) -> scoring.SpeedupMetrics | None:
+        """The author's score: per definition in scope their best solution's score, then the
+        plain mean over those definitions (``best_solutions`` names the solutions). None when
+        nothing of theirs scores. KeyError for an unknown ``definition_name``; ValueError when
+        both filters are given.
+
+        A track's score, as the organizers compute it (MoE expects 1 definition, DSA and
+        GDN 2)::
+
+            s = ts.get_author_score("my-team", baseline_author="flashinfer", op_type="gdn")
+            track = s.track_score(expected=2)   # == s.avg_speedup * s.definitions / 2
+        """
         scope = self._scope(op_type, definition_name)
-        scores = self._author_scores([author], baseline_author, scope).get(author, [])
-        return scoring.mean_or_none(scores)
+        best = self._best_per_definition([author], baseline_author, scope).get(author, {})
+        return scoring.combine_definitions(best)
 
     def rank_authors(
         self,
         baseline_author: str = "baseline",
         op_type: str | None = None,
         definition_name: str | None = None,
-    ) -> list[tuple[str, float]]:
-        """(author, score) for every scorable non-baseline author, best first, then by name.
+    ) -> list[tuple[str, scoring.SpeedupMetrics]]:
+        """(author, score) for every scorable author but the baseline's, best ``avg_speedup``
+        first, then by name. ValueError when a definition in scope that has solutions lacks
+        exactly one baseline solution; KeyError / ValueError for the filters as above.
 
-        Every definition in scope that has solutions must have exactly one baseline solution.
+        >>> [(a, round(s.avg_speedup, 2)) for a, s in ts.rank_authors("flashinfer")]  # doctest: +SKIP
+        [('team-a', 1.7), ('team-b', 0.0)]
         """
         scope = self._scope(op_type, definition_name)
         for def_name in scope:
             if self.solutions.get(def_name):
                 scoring.find_baseline(def_name, self.solutions[def_name], baseline_author)
-        per_author = self._author_scores(None, baseline_author, scope)
-        ranked = [(author, sum(v) / len(v)) for author, v in per_author.items()]
-        ranked.sort(key=lambda item: (-item[1], item[0]))
+        per_author = self._best_per_definition(None, baseline_author, scope)
+        ranked = [
+            (author, metrics)
+            for author, best in per_author.items()
+            if (metrics := scoring.combine_definitions(best)) is not None
+        ]
+        ranked.sort(key=lambda item: (-item[1].avg_speedup, item[0]))
         return ranked
 
     def summary(
@@ -296,33 +327,25 @@ class TraceSet:
         baseline_author: str = "baseline",
         op_type: str | None = None,
         definition_name: str | None = None,
-    ) -> dict[str, Any]:
-        """Counts of traces in scope, latency range of the passed ones, and author rankings.
+    ) -> scoring.TraceSetSummary:
+        """Counts of every evaluated trace (total, passed, failed) and the author rankings in
+        scope (:meth:`rank_authors`, whose errors it raises). A dataset without traces has
+        zero counts and no rankings.
 
-        ``rankings`` is empty when a definition in scope has no baseline solution (the reason is
-        in ``rankings_error``), so a dataset without a baseline still gets its counts.
+        >>> s = ts.summary(baseline_author="flashinfer")  # doctest: +SKIP
+        >>> s.total, s.passed, s.rankings[0][0]  # doctest: +SKIP
+        (120, 118, 'team-a')
         """
-        scope = self._scope(op_type, definition_name)
-        traces = [t for name in scope for t in self.traces.get(name, ())]
-        latencies = [t.evaluation.performance.latency_ms for t in traces if t.is_successful()]
-        out: dict[str, Any] = {
-            "total": len(traces),
-            "passed": len(latencies),
-            "failed": len(traces) - len(latencies),
-            "min_latency_ms": min(latencies) if latencies else None,
-            "max_latency_ms": max(latencies) if latencies else None,
-            "avg_latency_ms": sum(latencies) / len(latencies) if latencies else None,
-            "rankings": [],
-            "rankings_error": None,
-        }
-        try:
-            out["rankings"] = [
-                {"author": author, "score": score}
-                for author, score in self.rank_authors(baseline_author, op_type, definition_name)
-            ]
-        except scoring.BaselineError as err:
-            out["rankings_error"] = str(err)
-        return out
+        traces = [t for items in self.traces.values() for t in items]
+        if not traces:
+            return scoring.TraceSetSummary(total=0, passed=0, failed=0, rankings=[])
+        passed = sum(1 for t in traces if t.evaluation is not None and t.evaluation.passed)
+        return scoring.TraceSetSummary(
+            total=len(traces),
+            passed=passed,
+            failed=len(traces) - passed,
+            rankings=self.rank_authors(baseline_author, op_type, definition_name),
+        )
 
     # --- writing ---------------------------------------------------------------------------
 

@@ -3,7 +3,10 @@
 Contest rule: a track's score is the average of its definitions' scores, and a missing or
 failing definition halves a two-definition track's score. Both follow from one rule, applied
 here: a definition without a result, or whose solution fails (score 0: any failed workload
-fails the solution), counts as 0 in the mean over *all* of the track's definitions.
+fails the solution), counts as 0 in the mean over *all* of the track's definitions. The
+formula itself is :func:`fib_core.data.scoring.track_mean`, the one the dataset's
+``SpeedupMetrics.track_score`` uses too; this module adds which definitions a track expects
+and how each counted.
 
 Example::
 
@@ -18,6 +21,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from fib_core.data.scoring import track_mean
 from fib_core.project.tracks import TRACKS
 
 
@@ -83,10 +87,9 @@ def track_score(track: str, scores: Mapping[str, float | None]) -> TrackScore:
         full[name] = value
     missing = tuple(n for n, v in full.items() if v is None)
     failing = tuple(n for n, v in full.items() if v is not None and v == 0)
-    total = sum(v for v in full.values() if v is not None)
     return TrackScore(
         track=track,
-        score=total / len(definitions),
+        score=track_mean((v for v in full.values() if v is not None), len(definitions)),
         scores=full,
         missing=missing,
         failing=failing,
