@@ -179,14 +179,27 @@ class KitConfig:
     # The track's definitions when config.toml has a [track] table (fib_core.project.track):
     # each definition's sources then live in solution/<definition>/<language>/.
     track: tuple[str, ...] = ()
+    # The table holding this definition's build keys: "build", or "track.<definition>" for a
+    # definition of a track fork other than the default one. Messages name it.
+    table: str = "build"
 
     @property
     def source_dir(self) -> Path:
         """The folder that gets packed: ``solution/<language>/``, or
         ``solution/<definition>/<language>/`` in a fork holding a whole track."""
-        if self.track:
-            return self.root / "solution" / self.solution.definition / self.build.language
-        return self.root / "solution" / self.build.language
+        return self.root / source_folder(self.solution.definition, self.build.language,
+                                         bool(self.track))
+
+
+def source_folder(definition: str, language: str, in_track: bool) -> str:
+    """The sources' folder relative to the fork, as messages and config.toml comments name it.
+
+    >>> source_folder("gdn_decode_qk4_v8_d128_k_last", "triton", True)
+    'solution/gdn_decode_qk4_v8_d128_k_last/triton/'
+    >>> source_folder("gdn_decode_qk4_v8_d128_k_last", "triton", False)
+    'solution/triton/'
+    """
+    return f"solution/{definition}/{language}/" if in_track else f"solution/{language}/"
 
 
 def closest(word: str, options: Iterable[str]) -> str | None:
@@ -215,11 +228,20 @@ def load_config(path: str | Path = "config.toml") -> KitConfig:
     return config_from_dict(data, path)
 
 
-def config_from_dict(data: dict[str, Any], path: Path) -> KitConfig:
+def config_from_dict(
+    data: dict[str, Any],
+    path: Path,
+    *,
+    table: str | None = None,
+    track: tuple[str, ...] | None = None,
+) -> KitConfig:
     """Validate parsed TOML ``data`` (see :data:`SCHEMA`) into a :class:`KitConfig`.
 
     The ``[track]`` and ``[audit]`` tables are read by their own modules
-    (:mod:`fib_core.project.track`, :mod:`fib_core.project.submission_audit`)."""
+    (:mod:`fib_core.project.track`, :mod:`fib_core.project.submission_audit`). ``table`` and
+    ``track`` are given for a definition of a track fork that lives in its own
+    ``[track.<definition>]`` table (``data`` then holds that table's values as ``[solution]``
+    and ``[build]``): messages name that table and the definition's own source folder."""
     for section in data:
         if section not in SCHEMA and section not in EXTRA_SECTIONS:
             raise ConfigError(
@@ -228,29 +250,35 @@ def config_from_dict(data: dict[str, Any], path: Path) -> KitConfig:
             )
     values: dict[str, dict[str, Any]] = {}
     for section, keys in SCHEMA.items():
-        table = data.get(section, {})
-        if not isinstance(table, dict):
+        given = data.get(section, {})
+        if not isinstance(given, dict):
             raise ConfigError(f"{path}: [{section}] must be a table of keys")
-        values[section] = _section_values(path, section, table, keys)
+        label = table if table is not None and section != "benchmark" else section
+        values[section] = _section_values(path, label, given, keys)
 
     sol = SolutionConfig(**values["solution"])
     build = BuildConfig(**values["build"])
     bench = BenchmarkDefaults(**values["benchmark"])
     _check_definition_name(path, sol.definition)
-    _check_entry_point(path, build)
-    from fib_core.project.track import parse_track
+    if track is None:
+        from fib_core.project.track import parse_track
 
+        track = parse_track(path, data)
+    folder = source_folder(sol.definition, build.language, bool(track))
+    _check_entry_point(path, build, table or "build", folder)
     return KitConfig(
         solution=sol,
         build=build,
         benchmark=bench,
         path=path,
         root=path.resolve().parent,
-        track=parse_track(path, data),
+        track=track,
+        table=table or "build",
     )
 
 
 def _section_values(path: Path, section: str, table: dict[str, Any], keys: dict[str, Key]) -> dict:
+    """The keys of one table, checked; ``section`` is the table's name in messages."""
     out: dict[str, Any] = {}
     for key, value in table.items():
         if key not in keys:
@@ -294,25 +322,27 @@ def _check_definition_name(path: Path, name: str) -> None:
         )
 
 
-def _check_entry_point(path: Path, build: BuildConfig) -> None:
+def _check_entry_point(path: Path, build: BuildConfig, table: str, folder: str) -> None:
+    """``entry_point``'s form; ``table`` ("build" or "track.<definition>") and ``folder`` (the
+    sources' folder) are what the messages name."""
     ep = build.entry_point
     if ep.count("::") != 1 or not all(part.strip() for part in ep.split("::")):
         example = {"cuda": "kernel.cu::run"}.get(build.language, "kernel.py::run")
         raise ConfigError(
-            f"{path}: [build] entry_point = '{ep}' must be 'file::function' "
-            f"(e.g. '{example}'), the file relative to solution/{build.language}/"
+            f"{path}: [{table}] entry_point = '{ep}' must be 'file::function' "
+            f"(e.g. '{example}'), the file relative to {folder}"
         )
     file = build.entry_file
     if Path(file).is_absolute() or ".." in Path(file).parts:
         raise ConfigError(
-            f"{path}: [build] entry_point file '{file}' must be a path inside "
-            f"solution/{build.language}/ (no absolute paths, no '..')"
+            f"{path}: [{table}] entry_point file '{file}' must be a path inside "
+            f"{folder} (no absolute paths, no '..')"
         )
     suffix = Path(file).suffix
     expected = {"triton": (".py",), "python": (".py",), "cuda": (".cu", ".cpp", ".cc", ".cxx")}
     if suffix not in expected[build.language]:
         raise ConfigError(
-            f"{path}: [build] entry_point file '{file}' does not fit language = "
+            f"{path}: [{table}] entry_point file '{file}' does not fit language = "
             f"'{build.language}' (expected a {' or '.join(expected[build.language])} file)"
         )
 

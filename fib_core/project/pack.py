@@ -124,7 +124,7 @@ def pack_solution(cfg: KitConfig, definition: Definition | None = None) -> Solut
     if entry_file not in by_path:
         listing = ", ".join(sorted(by_path)) or "nothing"
         raise ConfigError(
-            f"{cfg.path}: [build] entry_point file '{entry_file}' is not in "
+            f"{cfg.path}: [{cfg.table}] entry_point file '{entry_file}' is not in "
             f"{cfg.source_dir} (found: {listing})"
         )
     check_entry_function(cfg, by_path[entry_file], definition)
@@ -178,7 +178,7 @@ def check_entry_function(cfg: KitConfig, source: str, definition: Definition | N
         names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
         raise ConfigError(
             f"{where}: no top-level function '{fn}' (found: {', '.join(names) or 'none'}); "
-            "fix [build] entry_point in config.toml"
+            f"fix [{cfg.table}] entry_point in {cfg.path.name}"
         )
     if definition is None or func.args.vararg is not None:
         return

@@ -148,7 +148,7 @@ def _environment(ctx: Context) -> list[tuple[str, str]]:
     if ctx.cfg.build.dependencies:
         out.append(
             (
-                f"{ctx.config_path} [build] dependencies",
+                f"{ctx.config_path} [{ctx.cfg.table}] dependencies",
                 f"{ctx.cfg.build.dependencies}: the organizers' builders do not install dependencies",
             )
         )
@@ -193,7 +193,7 @@ def _vendor(ctx: Context) -> list[tuple[str, str]]:
     for flag in ctx.cfg.build.extra_ldflags:
         m = VENDOR_LINK.search(flag)
         if m:
-            out.append((f"{ctx.config_path} [build] extra_ldflags", f"links {m.group(1)}"))
+            out.append((f"{ctx.config_path} [{ctx.cfg.table}] extra_ldflags", f"links {m.group(1)}"))
     return out
 
 
@@ -208,14 +208,14 @@ def _cuda_arch(ctx: Context) -> list[tuple[str, str]]:
     if custom:
         out.append(
             (
-                f"{ctx.config_path} [build]",
+                f"{ctx.config_path} [{ctx.cfg.table}]",
                 f"{', '.join(custom)} apply in this kit only: the organizers' builders do not yet "
                 "honour custom compile flags (compile your CUDA from Python with "
                 "torch.utils.cpp_extension.load() or tvm-ffi to control them)",
             )
         )
     values = [build.cuda_arch or "", *build.extra_cuda_cflags]
-    places = [(f"{ctx.config_path} [build]", v) for v in values if v]
+    places = [(f"{ctx.config_path} [{ctx.cfg.table}]", v) for v in values if v]
     places += [(f"{p}:{n}", t) for p, n, t in ctx.text_lines()]
     for where, text in places:
         for m in ARCH.finditer(text):

@@ -24,7 +24,7 @@ from pathlib import Path
 from fib_core.atomic import atomic_write_text
 from fib_core.errors import ConfigError
 from fib_core.project.config import SCHEMA, closest, load_config
-from fib_core.project.template import config_values, render_config
+from fib_core.project.template import config_values, render_config, written_build
 from fib_core.project.tracks import TRACKS, track_of
 
 STARTER_FILE = "starter.toml"
@@ -228,7 +228,8 @@ def add_definition(root: Path, definition: str, language: str | None = None) -> 
     }
     ordered = [d for d in TRACKS[track] if d in (*held, definition)]  # type: ignore[index]
     values = config_values(cfg)
-    text = render_config(values) + render_track(ordered, tables)
+    values["build"] = written_build(values["build"])
+    text = render_config(values, track=True) + render_track(ordered, tables)
     atomic_write_text(path, text)
     load_config(path)  # what was written must load
     return SwitchResult(definition, language, target, None)

@@ -13,6 +13,9 @@ from typing import Any
 
 from fib_core.project.config import SCHEMA, KitConfig
 
+# How a track fork's config.toml comments name a definition's sources.
+TRACK_SOURCES = "solution/<definition>/<language>/"
+
 HEADER = """\
 # config.toml: what this fork builds and how it is benchmarked.
 # Every key is documented in the README ("config.toml"). Switch definition or language with
@@ -47,11 +50,12 @@ def _plain_value(v: Any) -> str:
     raise TypeError(f"cannot write {type(v).__name__} {v!r} into config.toml")
 
 
-def render_config(values: dict[str, dict[str, Any]]) -> str:
+def render_config(values: dict[str, dict[str, Any]], *, track: bool = False) -> str:
     """A documented ``config.toml`` holding ``values`` (section -> key -> value).
 
     Keys left out are written as commented-out lines showing their default, so every option
-    stays discoverable in the file itself.
+    stays discoverable in the file itself. ``track``: the file will hold a ``[track]`` table,
+    so the comments name the definition's own source folder (``solution/<definition>/...``).
 
     >>> text = render_config({"solution": {"name": "x", "definition": "d", "author": "me"},
     ...                       "build": {"language": "triton", "entry_point": "kernel.py::run"}})
@@ -63,13 +67,27 @@ def render_config(values: dict[str, dict[str, Any]]) -> str:
         given = values.get(section, {})
         lines.append(f"[{section}]")
         for key, spec in keys.items():
-            lines.append(f"# {spec.doc}")
+            doc = spec.doc.replace("solution/<language>/", TRACK_SOURCES) if track else spec.doc
+            lines.append(f"# {doc}")
             if key in given and given[key] is not None:
                 lines.append(f"{key} = {_value(given[key])}")
             elif spec.example is not None:
                 lines.append(f"# {key} = {_value(spec.example)}")
         lines.append("")
     return "\n".join(lines)
+
+
+def written_build(build: dict[str, Any]) -> dict[str, Any]:
+    """The ``[build]`` keys worth writing: those set, without empty lists, and ``binding`` only
+    for CUDA (a Triton config holding ``binding = "tvm-ffi"`` reads as if it mattered).
+
+    >>> written_build({"language": "triton", "binding": "tvm-ffi", "dependencies": []})
+    {'language': 'triton'}
+    """
+    out = {k: v for k, v in build.items() if v not in ([], None)}
+    if out.get("language") != "cuda":
+        out.pop("binding", None)
+    return out
 
 
 def config_values(cfg: KitConfig) -> dict[str, dict[str, Any]]:

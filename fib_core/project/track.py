@@ -74,12 +74,23 @@ def parse_track(path: Path, data: dict[str, Any]) -> tuple[str, ...]:
         raise ConfigError(f"{path}: [track] definitions lists a definition twice")
     default = (data.get("solution") or {}).get("definition")
     if default not in defs:
+        guess = closest(default, defs) if isinstance(default, str) else None
+        hint = f"; did you mean '{guess}'?" if guess else ""
         raise ConfigError(
             f"{path}: [track] definitions must include [solution] definition = {default!r} "
-            "(the default definition)"
+            f"(the default definition){hint}"
+        )
+    unknown = [d for d in defs if track_of_definition(d) is None]
+    if unknown:
+        every = [d for names in TRACKS.values() for d in names]
+        guess = closest(unknown[0], every)
+        hint = f"did you mean '{guess}'?" if guess else f"known: {', '.join(every)}"
+        raise ConfigError(
+            f"{path}: [track] definitions lists '{unknown[0]}', which is no contest definition; "
+            f"{hint}"
         )
     tracks = {track_of_definition(d) for d in defs}
-    if len(tracks) != 1 or None in tracks:
+    if len(tracks) != 1:
         known = "; ".join(t + ": " + ", ".join(v) for t, v in TRACKS.items())
         raise ConfigError(
             f"{path}: [track] definitions {defs} are not the definitions of one track ({known})"
@@ -88,9 +99,11 @@ def parse_track(path: Path, data: dict[str, Any]) -> tuple[str, ...]:
         if key == "definitions":
             continue
         if key not in defs or not isinstance(value, dict):
+            guess = closest(key, defs) if isinstance(value, dict) else None
+            hint = f" (did you mean [track.{guess}]?)" if guess else ""
             raise ConfigError(
-                f"{path}: [track] unknown key '{key}'; expected definitions = [...] and one "
-                "[track.<definition>] table per listed definition"
+                f"{path}: [track] unknown key '{key}'{hint}; expected definitions = [...] and "
+                "one [track.<definition>] table per listed definition"
             )
         if key == default:
             raise ConfigError(
@@ -162,9 +175,7 @@ def definition_config(config_path: str | Path, definition: str | None = None) ->
         "build": table,
         "benchmark": data.get("benchmark", {}),
     }
-    one = config_from_dict(values, path)
-    one.track = cfg.track
-    return one
+    return config_from_dict(values, path, table=f"track.{definition}", track=cfg.track)
 
 
 def track_configs(config_path: str | Path = "config.toml") -> list[KitConfig]:
@@ -202,12 +213,8 @@ def single_definition_text(cfg: KitConfig) -> str:
     This is what a submission tag's commit holds: ``[solution]`` + ``[build]`` (+ the
     ``[benchmark]`` defaults), no ``[track]`` table.
     """
-    from fib_core.project.template import config_values, render_config
+    from fib_core.project.template import config_values, render_config, written_build
 
     values = config_values(cfg)
-    # Only what was set: empty lists and a binding the language does not use stay out.
-    build = {k: v for k, v in values["build"].items() if v not in ([], None)}
-    if cfg.build.language != "cuda":
-        build.pop("binding", None)
-    values["build"] = build
+    values["build"] = written_build(values["build"])
     return render_config(values)

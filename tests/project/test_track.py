@@ -136,6 +136,58 @@ def test_unknown_definition_is_named_with_a_hint(fork: Path) -> None:
         definition_config(fork / "config.toml", "gdn_prefil_qk4_v8_d128_k_last")
 
 
+def test_typos_in_the_track_tables_get_the_closest_name(fork: Path) -> None:
+    add_definition(fork, PREFILL)
+    path = fork / "config.toml"
+    text = path.read_text()
+    typos = [
+        (f'definitions = ["{DECODE}", "{PREFILL}"]',
+         f'definitions = ["{DECODE}", "gdn_prefil_qk4_v8_d128_k_last"]',
+         f"lists 'gdn_prefil_qk4_v8_d128_k_last', .*did you mean '{PREFILL}'"),
+        (f"[track.{PREFILL}]", "[track.gdn_prefil_qk4_v8_d128_k_last]",
+         rf"did you mean \[track\.{PREFILL}\]"),
+        (f'definition = "{DECODE}"', 'definition = "gdn_decod_qk4_v8_d128_k_last"',
+         f"did you mean '{DECODE}'"),
+    ]
+    for old, new, message in typos:
+        assert old in text
+        path.write_text(text.replace(old, new, 1))
+        with pytest.raises(ConfigError, match=message):
+            load_config(path)
+
+
+def test_a_track_tables_entry_point_errors_name_that_table_and_folder(fork: Path) -> None:
+    from fib_core.project.pack import pack_solution
+
+    add_definition(fork, PREFILL)
+    path = fork / "config.toml"
+    text = path.read_text()
+    table = text.index(f"[track.{PREFILL}]")
+    head, tail = text[:table], text[table:]
+    path.write_text(head + tail.replace('entry_point = "kernel.py::run"', 'entry_point = "run"'))
+    with pytest.raises(ConfigError) as err:
+        definition_config(path, PREFILL)
+    assert f"[track.{PREFILL}] entry_point = 'run'" in str(err.value)
+    assert f"relative to solution/{PREFILL}/triton/" in str(err.value)
+    path.write_text(head + tail.replace("kernel.py::run", "kernel.py::go"))
+    with pytest.raises(ConfigError) as err:
+        pack_solution(definition_config(path, PREFILL))
+    assert f"fix [track.{PREFILL}] entry_point in config.toml" in str(err.value)
+    assert "[build]" not in str(err.value)
+    path.write_text(head.replace("kernel.py::run", "main.py::run") + tail)
+    with pytest.raises(ConfigError, match=r"^\S+: \[build\] entry_point file 'main.py' is not in"):
+        pack_solution(load_config(path))
+
+
+def test_add_writes_a_triton_config_without_cuda_keys(fork: Path) -> None:
+    add_definition(fork, PREFILL)
+    text = (fork / "config.toml").read_text()
+    assert "\nbinding =" not in text and "dependencies = []" not in text
+    assert "# file::function inside solution/<definition>/<language>/" in text
+    assert "inside solution/<language>/" not in text
+    assert load_config(fork / "config.toml").build.binding == "tvm-ffi"  # the default still
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
