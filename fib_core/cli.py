@@ -6,6 +6,9 @@ Commands:
   report best    the fastest passing solution of each workload
   report visualize  the organizers' name; the kit draws no charts: the summary table
   report merge   join several dataset folders / run outputs into one
+  validate       check a dataset (layout, definition, workload, solution, trace, baseline,
+                 benchmark); validate-render shows a saved report as text
+  serve          an HTTP evaluation service over a dataset (pip install -e ".[serve]")
 
 Exit status: 0 when nothing failed, 1 when a workload failed, 2 for a usage or data mistake
 (printed as one ``error: ...`` line). The benchmark flags come from the settings table
@@ -65,6 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="folder to write (created; an existing one is merged into)",
     )
+    from fib_core.serve.cli import add_serve
+    from fib_core.validate.cli import add_render, add_validate
+
+    add_validate(sub.add_parser("validate", help="check a dataset, category by category"))
+    add_render(sub.add_parser("validate-render", help="show a validate report as text"))
+    add_serve(sub.add_parser("serve", help="an HTTP evaluation service over a dataset"))
     return parser
 
 
@@ -118,6 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _run(args, console)
+        if args.command in _COMMANDS:
+            return _COMMANDS[args.command](args)
         return _report(args, console)
     except FibError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -125,6 +136,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; traces measured so far were kept (use --resume)", file=sys.stderr)
         return 130
+
+
+def _command(module: str, name: str) -> Any:
+    """A command's runner, imported only when that command runs."""
+
+    def call(args: argparse.Namespace) -> int:
+        import importlib
+
+        return getattr(importlib.import_module(module), name)(args)
+
+    return call
+
+
+_COMMANDS = {
+    "validate": _command("fib_core.validate.cli", "run_validate"),
+    "validate-render": _command("fib_core.validate.cli", "run_render"),
+    "serve": _command("fib_core.serve.cli", "run_serve"),
+}
 
 
 def _run(args: argparse.Namespace, console: Any) -> int:

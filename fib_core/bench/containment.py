@@ -23,6 +23,10 @@ from typing import Any
 
 from fib_core.errors import ConfigError
 
+# Folders (os.pathsep-separated) hidden from workers besides the signing key: a service that
+# keeps several users' solutions and results in the dataset (``fib_core serve``) sets it.
+HIDE_VAR = "FIB_HIDE_FROM_SOLUTIONS"
+
 # Order of the sandbox's steps for folders at the same depth: opened, then protected, then
 # hidden; a deeper folder's step comes after its parent's, so the most specific one wins.
 _RANK = {"rw": 0, "ro": 1, "hide": 2}
@@ -103,6 +107,7 @@ def worker_mounts(dataset_root: Any) -> Mounts:
         real.mkdir(parents=True, exist_ok=True)
         opened.append(real)
     hidden = [keys.resolve()] if keys.is_dir() else []
+    hidden += [Path(p).resolve() for p in os.environ.get(HIDE_VAR, "").split(os.pathsep) if p]
     return Mounts(readonly=_unique(readonly), writable=_unique(opened),
                   hidden=_unique([h for h in hidden if h.is_dir()]))
 

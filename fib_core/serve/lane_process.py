@@ -1,0 +1,47 @@
+"""One device's evaluation process: it holds the dataset and runs each request it is sent
+through :func:`fib_core.project.runflow.execute`, the flow ``run_local.py`` runs on one GPU
+(sandboxed worker, the judge, the same settings and timers), then sends the traces back.
+
+It is kit code only: solutions run in the workers the engine starts from here, inside their
+sandbox. A GPU lane sees its GPU alone (``CUDA_VISIBLE_DEVICES``), as the several-GPU run's
+processes do.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from typing import Any
+
+
+def lane_main(conn: Any, device_id: str | None, dataset_path: str, parent: int) -> None:
+    """Serve requests from ``conn`` until it closes: ``("run", RunRequest fields)`` answered by
+    ``("done", ShardResult dict)``, ``("error", one line)`` or ``("bug", traceback)``."""
+    import signal
+
+    from fib_core.bench.sandbox import die_with_parent
+
+    if device_id is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = device_id
+    die_with_parent(parent, signal.SIGTERM)
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(143))
+    from fib_core.data import TraceSet
+    from fib_core.errors import FibError
+    from fib_core.project.runflow import RunRequest, execute
+
+    trace_set = TraceSet.from_path(dataset_path)
+    conn.send(("ready", None))
+    while True:
+        try:
+            kind, payload = conn.recv()
+        except (EOFError, OSError):
+            return
+        if kind != "run":
+            return
+        try:
+            shard = execute(RunRequest(**payload), trace_set=trace_set)
+            conn.send(("done", shard.to_dict()))
+        except FibError as err:
+            conn.send(("error", str(err)))
+        except Exception:  # a kit bug: the task fails with it, the lane goes on
+            conn.send(("bug", traceback.format_exc()))
