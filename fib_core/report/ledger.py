@@ -322,13 +322,26 @@ def describe_changes(previous: LedgerRecord | None, current: LedgerRecord) -> li
         out.append(f"commit {previous.git.label()}→{current.git.label()}")
     elif previous.git.dirty != current.git.dirty:
         out.append("now dirty" if current.git.dirty else "now clean")
-    out += config_diff(previous.config, current.config)
+    out += _settings_changes(previous.config, current.config)
     if previous.results.gpu_name != current.results.gpu_name or previous.device != current.device:
         out.append(
             f"machine {previous.results.gpu_name or previous.device}→"
             f"{current.results.gpu_name or current.device}"
         )
     return out or ["nothing"]
+
+
+def _settings_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """:func:`config_diff` of two runs' settings, where ``quick`` (whether the quick subset
+    ran: asked for with --quick, or a CPU run's default when no workload is named) reads as
+    the workloads that ran, and is left out when a change of filters already explains it."""
+    out = config_diff({k: v for k, v in old.items() if k != "quick"},
+                      {k: v for k, v in new.items() if k != "quick"})
+    was, now = bool(old.get("quick")), bool(new.get("quick"))
+    if was != now and old.get("filters") == new.get("filters"):
+        subset = {True: "quick subset", False: "every workload"}
+        out.append(f"workloads {subset[was]}→{subset[now]}")
+    return out
 
 
 def config_diff(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:

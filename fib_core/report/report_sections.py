@@ -49,6 +49,11 @@ def sections_for(
         same = [r for r in records if r.definition == name]
         sections.append(ReportSection(chosen, _previous(same, chosen, compare, source), same))
     if not sections:
+        if run == "best":  # no definition has a scored run: say why, as for one definition
+            raise LedgerError(
+                f"{source}: no scored run of {', '.join(names)} yet, so no best (a CPU smoke "
+                "run has no score; the score needs GPU timings); --run last shows the newest"
+            )
         raise LedgerError(f"{source}: no recorded run matches {run!r}")
     return sections
 

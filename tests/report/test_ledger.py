@@ -214,3 +214,26 @@ def test_git_state_reads_commit_and_dirty_flag(tmp_path: Path) -> None:
     (tmp_path / "kernel.py").write_text("x = 2\n")
     assert git_state(tmp_path).dirty is True
     assert git_state(tmp_path).label() == state.commit[:7] + "+dirty"
+
+
+def test_the_quick_subset_reads_as_the_workloads_that_ran(mkrecord) -> None:
+    """A CPU run without named workloads runs the quick subset unasked: history says which
+    workloads ran, never 'quick True→False' for someone who never passed --quick."""
+    smoke = mkrecord({1: 5.0}, device="cpu", config={"quick": True, "filters": None})
+    gpu = mkrecord({1: 0.01}, config={"quick": False, "filters": None})
+    named = mkrecord({1: 5.0}, device="cpu", config={"quick": False, "filters": ["batch_size=1"]})
+    assert describe_changes(smoke, gpu) == [
+        "workloads quick subset→every workload", "machine cpu→NVIDIA H100 80GB HBM3"]
+    assert describe_changes(smoke, named) == ["filters default→batch_size=1"]
+    text = " ".join(describe_changes(smoke, gpu) + describe_changes(smoke, named))
+    assert "True" not in text and "False" not in text
+
+
+def test_report_best_on_cpu_only_history_says_why(mkrecord) -> None:
+    from fib_core.report.report_sections import sections_for
+
+    decode = mkrecord({1: 5.0}, device="cpu")
+    prefill = mkrecord({1: 5.0}, device="cpu")
+    prefill.results.definition = "gdn_prefill_qk4_v8_d128_k_last"
+    with pytest.raises(LedgerError, match="no scored run of .* so no best .*CPU smoke run"):
+        sections_for([decode, prefill], run="best")
