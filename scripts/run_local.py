@@ -1,28 +1,31 @@
-"""Benchmark solution/<language>/ on this machine's GPU, as config.toml describes.
+"""Check and time your kernel on this machine, as config.toml describes.
 
-    python scripts/run_local.py                       # every workload of the definition
+run (on a GPU: correctness and timing; without one: a CPU smoke run, correctness only):
+    python scripts/run_local.py                       # every workload (CPU: the quick subset)
     python scripts/run_local.py --quick               # the quick subset
-    python scripts/run_local.py --workloads batch_size=64 --json run.json
-    python scripts/run_local.py --compare run.json    # what changed since that run
-    python scripts/run_local.py --compare best        # ... since the best recorded run
-    python scripts/run_local.py --html report.html    # also an HTML report with plots
-    python scripts/run_local.py --cross-check         # every GPU timer on each workload
+    python scripts/run_local.py --workloads batch_size=64
     python scripts/run_local.py --contest             # exactly the organizers' settings
-    python scripts/run_local.py --dump dump/          # failed workloads' tensors, on disk
-    python scripts/run_local.py --inline --workloads 3f2a   # one call here: pdb works
-    python scripts/run_local.py --ncu --workloads 3f2a      # Nsight Compute, your kernels only
-    python scripts/run_local.py --sanitize memcheck         # compute-sanitizer, your lines
-    python scripts/run_local.py --gpus 0,1            # spread over two GPUs (default: all)
-    python scripts/run_local.py --profile-harness     # where the time went, per phase
     python scripts/run_local.py --definition gdn_prefill_qk4_v8_d128_k_last   # one of a track
     python scripts/run_local.py --track               # every definition, then the track score
     python scripts/run_local.py --quick --watch       # again after each save, processes ready
+compare and record (every run is recorded in runs/ledger.jsonl; scripts/history.py lists them):
+    python scripts/run_local.py --json run.json       # machine-readable results
+    python scripts/run_local.py --compare run.json    # what changed since that run
+    python scripts/run_local.py --compare best        # ... since the best recorded run
+    python scripts/run_local.py --html report.html    # also an HTML report with plots
+debug (one workload, no benchmark; CPU too, except --ncu and --sanitize):
+    python scripts/run_local.py --inline --workloads 3f2a   # one call here: pdb works
+    python scripts/run_local.py --dump dump/          # failed workloads' tensors, on disk
+    python scripts/run_local.py --profile-harness     # where the time went, per phase
+GPU (a CUDA GPU and its tools; refused or skipped, with a note, on a CPU):
+    python scripts/run_local.py --gpus 0,1            # spread over two GPUs (default: all)
+    python scripts/run_local.py --cross-check         # every GPU timer on each workload
+    python scripts/run_local.py --ncu --workloads 3f2a      # Nsight Compute, your kernels only
+    python scripts/run_local.py --sanitize memcheck         # compute-sanitizer, your lines
 
-Every run is recorded in runs/ledger.jsonl of the fork (scripts/history.py lists them).
-
-Uses $FIB_DATASET_PATH, or the embedded default dataset when it is unset. Without a GPU it
-runs a CPU smoke run (quick subset, Triton interpreter): correctness only, and says so.
-Exit status: 0 when every workload passed, 1 when any failed, 2 for a usage error.
+Uses $FIB_DATASET_PATH, or the embedded default dataset when it is unset.
+Exit status: 0 every workload passed, 1 a workload failed, 2 a usage error (a bad flag,
+config.toml, dataset or path), 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -56,61 +59,78 @@ from fib_core.project.runflow import (  # noqa: E402
 from fib_core.project.workspace import open_workspace  # noqa: E402
 
 
-def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions, list[str | None]]:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line, its flags in four groups (run, compare, debug, GPU); the module's
+    docstring (examples, exit status) is the help's epilog."""
     p = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+        description=__doc__.splitlines()[0],
+        epilog="\n".join(__doc__.splitlines()[2:]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--config", type=Path, default=Path("config.toml"))
-    p.add_argument("--definition", metavar="NAME", help="one definition of a track fork")
-    p.add_argument(
+    run = p.add_argument_group("run", "what runs, and the engine's settings")
+    run.add_argument("--config", type=Path, default=Path("config.toml"),
+                     help="the fork's config file (default: %(default)s)")
+    run.add_argument("--definition", metavar="NAME", help="one definition of a track fork")
+    run.add_argument(
         "--track", action="store_true", help="every definition of the fork, then the track score"
     )
-    p.add_argument("--quick", action="store_true", help="only the quick subset")
-    add_setting_flags(p, LOCAL)  # --workloads, --warmup, --iterations, ... --device
-    p.add_argument(
-        "--gpus",
-        metavar="LIST",
-        help="GPUs to spread the workloads over, e.g. 0,1 or 1 (default: every visible GPU)",
-    )
-    p.add_argument(
-        "--profile-harness",
-        action="store_true",
-        help="print where the run's time went (per phase, and the GPU's share)",
-    )
-    p.add_argument(
+    run.add_argument("--quick", action="store_true", help="only the quick subset")
+    run.add_argument(
         "--contest",
         action="store_true",
         help="exactly the organizers' settings for this definition (isolated, their counts)",
     )
-    p.add_argument("--json", type=Path, dest="json_path", help="write machine-readable results")
-    p.add_argument(
-        "--compare",
-        metavar="REF",
-        help="a previous --json file, or last / best / a commit prefix from runs/ledger.jsonl",
-    )
-    p.add_argument("--html", type=Path, metavar="PATH", help="also write an HTML report here")
-    p.add_argument(
-        "--cross-check",
-        action="store_true",
-        help="also time each workload with every available GPU timer and compare them",
-    )
-    p.add_argument(
-        "--no-ledger", action="store_true", help="do not record this run in runs/ledger.jsonl"
-    )
-    p.add_argument("--wide", action="store_true", help="every table column, however wide")
-    p.add_argument(
+    run.add_argument(
         "--watch",
         action="store_true",
         help="after the run, wait for a change to solution/ or the config and run again, with "
         "the next run's processes started and waiting (Ctrl-C to stop)",
     )
-    add_debug_flags(p)
-    p.add_argument(
+    add_setting_flags(run, LOCAL)  # --workloads, --warmup, --iterations, ... --device
+    record = p.add_argument_group("compare and record")
+    record.add_argument("--json", type=Path, dest="json_path", metavar="PATH",
+                        help="write machine-readable results")
+    record.add_argument(
+        "--compare",
+        metavar="REF",
+        help="a previous --json file, or last / best / a commit prefix from runs/ledger.jsonl",
+    )
+    record.add_argument("--html", type=Path, metavar="PATH", help="also write an HTML report here")
+    record.add_argument(
+        "--no-ledger", action="store_true", help="do not record this run in runs/ledger.jsonl"
+    )
+    record.add_argument(
         "--traces",
         type=Path,
         dest="traces_path",
+        metavar="PATH",
         help="also append the traces (JSONL) here, e.g. DATASET/traces/mine.jsonl for apply",
     )
+    record.add_argument("--wide", action="store_true", help="every table column, however wide")
+    debug = p.add_argument_group("debug", "find what went wrong (--inline: one workload, no "
+                                 "benchmark; these work on a CPU too)")
+    gpu = p.add_argument_group("GPU", "need a CUDA GPU (and its tools for --ncu, --sanitize)")
+    add_debug_flags(debug, gpu)
+    debug.add_argument(
+        "--profile-harness",
+        action="store_true",
+        help="print where the run's time went (per phase, and the GPU's share)",
+    )
+    gpu.add_argument(
+        "--gpus",
+        metavar="LIST",
+        help="GPUs to spread the workloads over, e.g. 0,1 or 1 (default: every visible GPU)",
+    )
+    gpu.add_argument(
+        "--cross-check",
+        action="store_true",
+        help="also time each workload with every available GPU timer and compare them",
+    )
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions, list[str | None]]:
+    p = build_parser()
     a = p.parse_args(argv)
     compare_path, compare_ref = split_compare(a.compare)
     opts = RunOptions(

@@ -36,8 +36,10 @@ PROFILE_DIR = Path("runs") / "profiles"
 TOOL_TIMEOUT_S = 1800
 
 
-def add_flags(p: argparse.ArgumentParser) -> None:
-    """The four debugging flags, on any argparse parser."""
+def add_flags(p: Any, gpu: Any = None) -> None:
+    """The four debugging flags, on any argparse parser or argument group; ``gpu``: the
+    group for the two that need a GPU's tools (--ncu, --sanitize), default ``p``."""
+    gpu = p if gpu is None else gpu
     p.add_argument(
         "--dump",
         type=Path,
@@ -49,14 +51,14 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="one workload in this process (no worker): breakpoint()/pdb work",
     )
-    p.add_argument(
+    gpu.add_argument(
         "--ncu",
         nargs="?",
         const="default",
         metavar="SECTIONS",
         help="one workload under Nsight Compute (only the solution's kernels)",
     )
-    p.add_argument(
+    gpu.add_argument(
         "--sanitize",
         nargs="?",
         const="memcheck",
