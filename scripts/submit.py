@@ -11,6 +11,8 @@ runs/ledger.jsonl (from run_local.py --contest) is accepted, otherwise it runs n
 GPU those settings cannot run and nothing is tagged, unless --allow-smoke (the tag message then
 says it was a CPU smoke check only). Tags are made on commits whose config.toml names that one
 definition; your branch, index and working tree are left as they are.
+First of all, the dataset's files of the fork's definitions are validated (the layout,
+definition and workload categories of `python -m fib_core validate`); an error stops there.
 Exit status: 0 tagged (or a clean dry run), 1 refused by a check, 2 usage error (bad config,
 uncommitted changes, no git repository).
 """
@@ -46,6 +48,10 @@ def main() -> int:
     options = SubmitOptions(
         definition=a.definition, dry_run=a.dry_run, allow_smoke=a.allow_smoke, rerun=a.rerun
     )
+    from fib_core.validate.fork import check_fork
+
+    if not check_fork(a.config, a.definition):  # the dataset's data for these definitions
+        return 1
     return submit(a.config, options)
 
 
