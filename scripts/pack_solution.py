@@ -11,15 +11,20 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the vendored fib_core
 
 from fib_core.data.json_io import dump_json  # noqa: E402
+from fib_core.errors import ConfigError  # noqa: E402
 from fib_core.project.audit import audit_solution  # noqa: E402
 from fib_core.project.entry import run_script  # noqa: E402
 from fib_core.project.pack import describe  # noqa: E402
 from fib_core.project.track_run import per_definition_path, selected_definitions  # noqa: E402
 from fib_core.project.workspace import open_workspace  # noqa: E402
+
+if TYPE_CHECKING:
+    from fib_core.data import Solution
 
 
 def main() -> int:
@@ -33,17 +38,28 @@ def main() -> int:
     args = parser.parse_args()
 
     definitions = selected_definitions(args.config, args.definition, args.track)
-    for name in definitions:
+    # Every definition is packed (config, sources, entry point, signature checked) before any
+    # file is written: a mistake in one leaves no half-written set behind.
+    packed = [pack_one(args.config, name) for name in definitions]
+    for name, solution in zip(definitions, packed, strict=True):
         output = per_definition_path(args.output, name, args.track) if name else args.output
-        pack_one(args.config, name, output)
+        write_one(solution, output)
     return 0
 
 
-def pack_one(config: Path, definition: str | None, output: Path) -> None:
-    """Pack one definition of the fork (None: the default one) into ``output``."""
-    ws = open_workspace(config, definition)
-    solution = ws.pack()
-    dump_json(solution, output)
+def pack_one(config: Path, definition: str | None) -> Solution:
+    """Pack one definition of the fork (None: the default one), checked, without writing."""
+    return open_workspace(config, definition).pack()
+
+
+def write_one(solution: Solution, output: Path) -> None:
+    """Write ``solution`` to ``output`` and say what it holds."""
+    try:
+        dump_json(solution, output)
+    except OSError as err:
+        raise ConfigError(
+            f"{output}: cannot write ({err.strerror or err}); pass -o PATH in a writable folder"
+        ) from None
     files = describe(solution)
     print(
         f"packed {solution.name} ({solution.spec.language}, entry {solution.spec.entry_point}, "

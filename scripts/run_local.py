@@ -35,6 +35,7 @@ import copy
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -233,38 +234,72 @@ def main() -> int:
     )
 
 
-def run_all(config_path: Path, opts: RunOptions, definitions: list[str | None], device: str,
-            console: Any) -> int:
-    """One run of what the command line chose: the default definition, or each of a track's;
-    the exit status."""
-    if definitions == [None]:
-        return run_definition(config_path, None, opts, device, console)
-    from fib_core.project.track_run import options_for, print_track_summary
+@dataclass
+class Prepared:
+    """One definition made ready to run: what can be wrong with it was found here."""
 
-    several = len(definitions) > 1
-    codes: dict[str, int] = {}
-    results = {}
-    for name in definitions:
-        one = options_for(opts, name, several)
-        codes[name] = run_definition(config_path, name, one, device, console)
-        if one.results is not None:
-            results[name] = one.results
-    if opts.track:
-        print_track_summary(results, codes, console)
-    return max(codes.values())
+    definition: str | None
+    opts: RunOptions
+    ws: Any  # a Workspace
+    solution: Any  # a Solution
+    request: Any  # a RunRequest
 
 
-def run_definition(
-    config_path: Path, definition: str | None, opts: RunOptions, device: str, console: Any
-) -> int:
-    """Benchmark one definition of the fork (None: the default one) on ``device`` ("cuda" |
-    "cpu"); the exit status. The workspace's dataset is loaded once and used throughout."""
-    from fib_core.report.render import progress_bar
+def prepare(config_path: Path, definition: str | None, opts: RunOptions, device: str) -> Prepared:
+    """Load, pack and check one definition of the fork (None: the default one) without running
+    anything: its config table, source folder, entry point and signature, the run's settings
+    and, for a benchmark, the ledger and --compare reference. Raises a FibError."""
+    from fib_core.project.debug_tools import requested_one_workload
 
     ws = open_workspace(config_path, definition)
     solution = ws.pack()
     opts.source_dir = display_path(ws.cfg.source_dir)
     request = make_request(ws.cfg, solution, opts, device)
+    request.dataset_path = str(ws.dataset_path)
+    if requested_one_workload(opts.debug) is None:  # a benchmark: it will be recorded
+        opts.recording = RunRecording.for_run(
+            ws.cfg.root,
+            solution,
+            request,
+            ledger=opts.ledger,
+            compare_ref=opts.compare_ref,
+            html_path=opts.html_path,
+        )
+        opts.recording.check(ws.definition.name)
+    return Prepared(definition, opts, ws, solution, request)
+
+
+def run_all(config_path: Path, opts: RunOptions, definitions: list[str | None], device: str,
+            console: Any) -> int:
+    """One run of what the command line chose: the default definition, or each of a track's;
+    the exit status. Every definition in scope is prepared (config, sources, settings checked)
+    before the first one runs, so a mistake in the last one costs no run of the first."""
+    if definitions == [None]:
+        return run_definition(prepare(config_path, None, opts, device), device, console)
+    from fib_core.project.track_run import options_for, print_track_summary
+
+    several = len(definitions) > 1
+    ready = [prepare(config_path, name, options_for(opts, name, several), device)
+             for name in definitions]
+    codes: dict[str, int] = {}
+    results = {}
+    for one in ready:
+        name = one.ws.cfg.solution.definition
+        codes[name] = run_definition(one, device, console)
+        if one.opts.results is not None:
+            results[name] = one.opts.results
+    if opts.track:
+        print_track_summary(results, codes, console)
+    return max(codes.values())
+
+
+def run_definition(ready: Prepared, device: str, console: Any) -> int:
+    """Benchmark one prepared definition of the fork on ``device`` ("cuda" | "cpu"); the exit
+    status. The workspace's dataset is loaded once and used throughout."""
+    from fib_core.report.render import progress_bar
+
+    ws, solution, request, opts = ready.ws, ready.solution, ready.request, ready.opts
+    config_path = ws.cfg.path
     mode = ""
     if opts.contest:
         from fib_core.bench.eval_settings import eval_settings
@@ -274,7 +309,6 @@ def run_definition(
         f"[bold]{solution.name}[/] → {ws.definition.name}  "
         f"(dataset: {'embedded default' if ws.embedded else ws.dataset_path}){mode}"
     )
-    request.dataset_path = str(ws.dataset_path)
     code = one_workload_mode(
         opts.debug,
         ws,
@@ -285,15 +319,6 @@ def run_definition(
     )
     if code is not None:  # --inline / --ncu / --sanitize: one workload, no benchmark
         return code
-    opts.recording = RunRecording.for_run(
-        ws.cfg.root,
-        solution,
-        request,
-        ledger=opts.ledger,
-        compare_ref=opts.compare_ref,
-        html_path=opts.html_path,
-    )
-    opts.recording.check(ws.definition.name)
     started = time.perf_counter()
     with progress_bar(console=console) as on_event:
         shards = execute_on_gpus(request, opts.gpus, on_event=on_event, trace_set=ws.trace_set)
