@@ -2,7 +2,6 @@
 
     python benchmarks/bench_turnaround.py                         # every definition, its starter
     python benchmarks/bench_turnaround.py --defs gdn_decode_qk4_v8_d128_k_last --gpus 0,1
-    python benchmarks/bench_turnaround.py --defs gdn_decode_qk4_v8_d128_k_last --compare-timing
     python benchmarks/bench_turnaround.py --quick                 # CPU, seconds: the harness path
     python benchmarks/bench_turnaround.py --quick --timeline      # where each process's start goes
     python benchmarks/bench_turnaround.py --defs gdn_decode_qk4_v8_d128_k_last --watch-idle 5
@@ -13,10 +12,7 @@ from the definition's evaluation-settings file), twice: first with a fresh ``FIB
 computed), then again with that cache warm. Printed per definition: workloads, cold and warm wall time, the GPU time the
 solution's timed calls account for (latency x calls), the harness's share of the warm run,
 and the warm run's per-phase breakdown; each run's own line gives its start-up (until the
-first workload starts) and wind-down (from the last workload's end until the run returns). ``--compare-timing`` adds a third, warm run timed the
-previous way (one profiler session per trial) and prints verdicts and latencies side by side,
-and a fourth with the current timing again, whose count of latencies within spread says how
-much two runs of one method already differ.
+first workload starts) and wind-down (from the last workload's end until the run returns).
 
 ``--quick`` runs on the CPU in seconds: the definition's own reference packed as a Python
 solution, on one quick workload, so the cache and phase accounting are exercised anywhere.
@@ -27,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -36,6 +31,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_common import starter_fork  # noqa: E402
 
 from fib_core.bench.phases import format_breakdown, harness_breakdown  # noqa: E402
 
@@ -55,11 +53,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--defs", nargs="+", metavar="DEF", help="definitions (default: all five)")
     p.add_argument("--gpus", help="GPUs to spread over, e.g. 0,1 (default: every visible one)")
     p.add_argument("--workloads", nargs="+", metavar="FILTER", help="workload filters")
-    p.add_argument(
-        "--compare-timing",
-        action="store_true",
-        help="also a warm run timed the previous way (a profiler session per trial)",
-    )
     p.add_argument(
         "--quick",
         action="store_true",
@@ -98,39 +91,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--json", type=Path, help="write the figures here")
     return p.parse_args(argv)
-
-
-def _solution_root(definition: str, use_reference: bool, scratch: Path) -> Any:
-    """A scratch fork holding the definition's default starter (or its reference)."""
-    from fib_core.project.config import config_from_dict
-    from fib_core.project.switch import available_starters, read_starter
-
-    root = scratch / definition
-    if use_reference:
-        from fib_core.dataset.references import reference_source
-
-        (root / "solution" / "python").mkdir(parents=True)
-        (root / "solution" / "python" / "kernel.py").write_text(reference_source(definition))
-        build = {
-            "language": "python",
-            "entry_point": "kernel.py::run",
-            "destination_passing_style": False,
-        }
-    else:
-        languages = available_starters(ROOT)[definition]
-        language = "triton" if "triton" in languages else languages[0]
-        starter = ROOT / "starters" / definition / language
-        shutil.copytree(starter, root / "solution" / language)
-        build = dict(read_starter(starter)["build"])
-    data = {
-        "solution": {
-            "name": f"turnaround-{definition[:24]}",
-            "definition": definition,
-            "author": "bench",
-        },
-        "build": build,
-    }
-    return config_from_dict(data, root / "config.toml")
 
 
 def _progress(label: str, started: float, marks: dict[str, float]):
@@ -260,50 +220,11 @@ def _print_profiles(folder: Path, top: int = 25) -> None:
         pstats.Stats(str(path)).sort_stats("cumulative").print_stats(top)
 
 
-def _verdicts(traces: list) -> list[tuple[str, str, float | None, dict]]:
-    rows = []
-    for t in traces:
-        ev = t.evaluation
-        perf = ev.performance if ev is not None else None
-        overall = (perf.extra or {}).get("spread", {}).get("overall", {}) if perf else {}
-        rows.append(
-            (
-                t.workload.uuid[:8],
-                ev.status.value if ev else "NONE",
-                perf.latency_ms if perf else None,
-                overall,
-            )
-        )
-    return rows
-
-
-def _ms(value: float | None) -> str:
-    return f"{value:.4f}" if value is not None else "-"
-
-
-def _compare(old: list, new: list) -> tuple[int, int, list[str]]:
-    """(identical verdicts, latencies within the old run's p10-p90 band or 3 %, lines)."""
-    same = within = 0
-    lines = [f"  {'workload':<9} {'verdict':<22} {'per-trial ms':>12} {'one-session ms':>14}"]
-    for (uuid, s_old, l_old, spread_old), (_, s_new, l_new, _) in zip(old, new, strict=True):
-        same += s_old == s_new
-        ok = False
-        if l_old is not None and l_new is not None:
-            band = max(spread_old.get("p90", l_old) - spread_old.get("p10", l_old), 0.03 * l_old)
-            ok = abs(l_new - l_old) <= band
-            within += ok
-        verdict = s_new if s_old == s_new else f"{s_old}->{s_new}"
-        lines.append(
-            f"  {uuid:<9} {verdict:<22} {_ms(l_old):>12} {_ms(l_new):>14}"
-            f"{'' if ok else '  (outside spread)'}"
-        )
-    return same, within, lines
-
-
 def bench_definition(definition: str, args: argparse.Namespace, scratch: Path) -> dict:
     from fib_core.project.runflow import RunOptions
 
-    cfg = _solution_root(definition, args.quick, scratch)
+    cfg = starter_fork(definition, scratch, name=f"turnaround-{definition[:24]}",
+                       use_reference=args.quick)
     workloads = args.workloads
     flags = {"workloads": tuple(workloads)} if workloads else {}
     opts = RunOptions(flags={**flags, "device": "cpu"} if args.quick else flags)
@@ -360,26 +281,6 @@ def bench_definition(definition: str, args: argparse.Namespace, scratch: Path) -
               .replace("\n", "\n  "))
     print("  warm " + format_breakdown(warm["breakdown"], warm["wall_s"], warm["device"], warm["gpus"])
           .replace("\n", "\n  "))
-    if args.compare_timing:
-        old = _run(cfg, opts, args.gpus, cache, {"profiler_one_session": False}, "old-timing")
-        same, within, lines = _compare(_verdicts(old["traces"]), _verdicts(warm["traces"]))
-        # The same method again, in a new process: how far two runs of one method already
-        # drift apart (buffer placement, clocks) beyond a run's own spread.
-        again = _run(cfg, opts, args.gpus, cache, None, "warm-again")
-        _, within_again, _ = _compare(_verdicts(warm["traces"]), _verdicts(again["traces"]))
-        n = len(warm["traces"])
-        print(f"  previous timing (a profiler session per trial): {old['wall_s']:.1f} s warm")
-        print(
-            f"  verdicts identical {same}/{n}; latencies within the previous run's spread "
-            f"{within}/{n} (two runs of the current timing: {within_again}/{n})"
-        )
-        print("\n".join(lines))
-        result["previous_timing"] = {
-            "warm_s": round(old["wall_s"], 2),
-            "same_verdicts": same,
-            "within_spread": within,
-            "same_method_within_spread": within_again,
-        }
     return result
 
 

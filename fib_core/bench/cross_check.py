@@ -254,7 +254,7 @@ def _check_workload(runnable, definition, workload, job, flusher) -> CrossCheckR
     import torch
 
     from fib_core.bench.inputs import generate_inputs
-    from fib_core.bench.timing import available_methods, measure
+    from fib_core.bench.timing import available_methods, cupti_unavailable_reason, measure
     from fib_core.data.dtypes import torch_dtype
 
     inputs = generate_inputs(
@@ -281,7 +281,7 @@ def _check_workload(runnable, definition, workload, job, flusher) -> CrossCheckR
     for method in ("profiler", "cupti", "events"):
         if method not in usable:
             row.unavailable[method] = (
-                "cupti-python is not installed" if method == "cupti" else "not available"
+                (cupti_unavailable_reason() or "not available") if method == "cupti" else "not available"
             )
             continue
         try:

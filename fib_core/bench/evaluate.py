@@ -45,12 +45,13 @@ from fib_core.bench.reference import (
 )
 from fib_core.bench.reference_sets import checked_indices, timed_set_order
 from fib_core.bench.timing import (
-    EVENTS_WARNING,
     WALL_CLOCK_LABEL,
     L2Flusher,
+    NoDeviceWork,
     choose_method,
     measure,
     reference_method,
+    untimed_calls,
 )
 from fib_core.data.trace import EvaluationStatus
 from fib_core.errors import BuildError, FibError, SignatureError
@@ -363,6 +364,12 @@ class Evaluator:
                 "version": REFERENCE_TIMING_VERSION,
                 "method": method,
                 "timed_calls": timed_calls,
+                "protocol": cfg.extra.get("reference_protocol", "calls"),
+                **(
+                    {"counts": [cfg.warmup_runs, cfg.iterations, cfg.num_trials]}
+                    if cfg.extra.get("reference_protocol") == "judge"
+                    else {}
+                ),
             },
         )
         cached_latency = None
@@ -371,15 +378,26 @@ class Evaluator:
         exact_fn = reference_run(definition)
         fast_fn = fast_reference_for(definition.name)
 
+        judge = cfg.extra.get("reference_protocol") == "judge"
+
         def measure_exact(ks: list[int]):
             # The first call of a definition's reference in a process pays one-off costs
             # (library handles, allocator growth, lazy imports): it runs once untimed, on set
             # ks[0], and every later call, in this workload or the next ones, is timed.
-            warmup = 0 if definition.content_hash() in self._warm_references else 1
+            # With the judge's protocol (--contest) each trial times one set many times.
+            if judge:
+                timed_sets = ks[: cfg.num_trials]
+                warmup, iterations = cfg.warmup_runs, cfg.iterations
+            else:
+                timed_sets = ks
+                warmup = 0 if definition.content_hash() in self._warm_references else 1
+                iterations = len(ks)
             args: dict[int, list] = {}
             raws: dict[int, Any] = {}
 
             def set_of(i: int) -> int:
+                if judge:
+                    return timed_sets[min(max(0, i - warmup) // iterations, len(timed_sets) - 1)]
                 return ks[max(0, i - warmup)]
 
             def prepare(i: int) -> None:  # untimed: fresh clones of the call's set
@@ -395,17 +413,17 @@ class Evaluator:
                 device=self.device,
                 method=method,
                 warmup=warmup,
-                iterations=len(ks),
-                trials=1,
+                iterations=iterations,
+                trials=len(timed_sets) if judge else 1,
                 flusher=self._get_flusher(),
+                estimate=judge,
             )
             self._warm_references.add(definition.content_hash())
-            outputs = {k: reference_result(definition, raws[k]) for k in ks}
+            outputs = {k: reference_result(definition, raws[k]) for k in timed_sets}
+            outputs.update({k: exact(k) for k in ks if k not in outputs})
             extra = result.to_extra()
-            if method_note:  # events on purpose: the launch-overhead warning says why not
-                notes = [w for w in extra.pop("timing_warnings", []) if w != EVENTS_WARNING]
-                if notes:
-                    extra["timing_warnings"] = notes
+            extra["protocol"] = "judge" if judge else "one call per set"
+            if method_note:
                 extra["method_note"] = method_note
             return outputs, result.latency_ms, extra
 
@@ -456,9 +474,8 @@ class Evaluator:
         of free memory."""
         if cfg.num_input_sets == 1:
             return 1
-        target = min(
-            MAX_INPUT_SETS, cfg.num_input_sets + cfg.warmup_runs + cfg.iterations * cfg.num_trials
-        )
+        per_trial = untimed_calls(cfg.warmup_runs, self.kind) + cfg.iterations
+        target = min(MAX_INPUT_SETS, cfg.num_input_sets + per_trial * cfg.num_trials)
         size = sum(v.numel() * v.element_size() for v in first if _is_tensor(v))
         if size == 0:
             return target
@@ -620,11 +637,15 @@ class Evaluator:
         # Re-checked calls get the re-check pool's sets (their references are on disk after the
         # first run); the other calls take fresh sets, so no content repeats when memory allows.
         last_calls = [first + (t + 1) * cfg.iterations - 1 for t in range(cfg.num_trials)]
+        # The untimed calls (the judge's estimate and warm-up, per trial) come after the timed
+        # ones in index order, each with a set of its own where memory allows.
+        untimed = untimed_calls(cfg.warmup_runs, self.kind)
+        end_timed = first + cfg.iterations * cfg.num_trials
         order = timed_set_order(
             n_sets,
             min(cfg.num_input_sets, n_sets),
             sorted(set(last_calls) | sampled),
-            first + cfg.iterations * cfg.num_trials,
+            end_timed + untimed * cfg.num_trials,
         )
 
         def set_of(i: int) -> int:
@@ -695,10 +716,12 @@ class Evaluator:
                 trials=cfg.num_trials,
                 after_trial=after_trial,
                 flusher=self._get_flusher(),
-                one_session=cfg.extra.get("profiler_one_session", True),
+                untimed_index=lambda t, k: end_timed + t * untimed + k,
             )
         except _Failed:
             raise
+        except NoDeviceWork as err:
+            raise _Failed(EvaluationStatus.RUNTIME_ERROR, str(err)) from None
         except SignatureError as err:
             settle_timed()  # a finished trial's wrong outputs came first
             raise _Failed(EvaluationStatus.INCORRECT_SHAPE, str(err)) from None

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-REFERENCE_TIMING_VERSION = "output-calls-3"
+REFERENCE_TIMING_VERSION = "judge-span-1"
 
 
 def recheck_pool_size(num_trials: int) -> int:

@@ -94,6 +94,8 @@ class RunRequest:
     # GPUs share (fib_core.project.work_queue); the shard takes its workloads from that queue.
     # None = this shard runs its round-robin share (``shard_of``).
     queue: list[int] | None = None
+    # Also time the FlashInfer baseline on these workloads (cached), for the contest score.
+    baseline: bool = True
 
     def for_shard(self, index: int, count: int) -> RunRequest:
         return RunRequest(**{**asdict(self), "shard": index, "num_shards": count})
@@ -117,6 +119,9 @@ class ShardResult:
     total_workloads: int | None = None  # the definition's workloads in the dataset
     quick: bool = False  # the selection is the quick subset
     author: str | None = None
+    # The FlashInfer baseline's latencies on this shard's workloads, or why there are none
+    # (fib_core.baselines.measure.BaselineTimes as a dict); None: not asked (a CPU run).
+    baseline: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         from fib_core.data import Trace
@@ -265,8 +270,12 @@ def execute(
     else:
         mine = shard_of(selection, request.shard, request.num_shards)
         check_blobs(trace_set, request.definition, [t.workload for t in mine])
+    engine = dict(request.engine)
+    extra = dict(engine.pop("extra", None) or {})
+    if request.contest:  # the reference timed as the judge does (its counts, a set per trial)
+        extra["reference_protocol"] = "judge"
     config = BenchmarkConfig(
-        device=device, build_options=BuildOptions(**request.build), **request.engine
+        device=device, build_options=BuildOptions(**request.build), extra=extra, **engine
     )
     solution = Solution.from_dict(request.solution)
     mark("execute", "selected")
@@ -291,6 +300,10 @@ def execute(
         quick=uses_quick_subset(request, device),
         author=solution.author,
     )
+    if device == "cuda" and request.baseline:
+        from fib_core.baselines.measure import shard_baseline
+
+        result.baseline = shard_baseline(trace_set, request.definition, mine, traces, config)
     if request.cross_check:
         from fib_core.bench.cross_check import cross_check_shard
 
@@ -402,6 +415,11 @@ def finish(
     render_results(
         results, console, compare=previous, scope=run_scope(first, len(traces)), wide=opts.wide
     )
+    if first.device == "cuda":
+        from fib_core.baselines.contest import print_contest_score
+
+        results.contest = print_contest_score(definition.name, traces, shards, console)
+        results.contest_score = results.contest["score"]
     cross = [row for s in shards for row in s.cross_check]
     cross_notes = list(dict.fromkeys(n for s in shards for n in s.cross_check_notes))
     if cross or cross_notes:

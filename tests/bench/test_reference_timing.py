@@ -1,11 +1,9 @@
-"""The reference is timed as the solution's quantity, as the organizers time both sides.
+"""The reference is timed as the solution is, as the organizers time both sides.
 
 A speedup is reference latency / solution latency; it compares like with like only if both are
-the same quantity. The organizers time both with one CUPTI span, so the kit must not time the
-reference with CUDA events (launch overhead included) while the solution gets a device-side span.
-A reference (a Python loop of small kernels, milliseconds per call) is timed with CUDA events
-around each call: its span plus one launch, without the per-kernel cost of the profiler or
-CUPTI, which slow such a loop down and take seconds to read back.
+the same quantity. The judge times both with one helper (CUPTI span, runtime and driver tracing
+on, which slows a Python loop's many launches), so the kit times the reference with the
+solution's method; ``--contest`` also uses the judge's counts (one input set per trial).
 """
 
 from __future__ import annotations
@@ -28,7 +26,8 @@ def timed_methods(monkeypatch, tmp_path):
     (fib_core.bench.reference_sets), so that step is where the method is chosen."""
     seen: list[str] = []
 
-    def fake_measure(call, prepare, *, device, method, warmup, iterations, trials, flusher):
+    def fake_measure(call, prepare, *, device, method, warmup, iterations, trials, flusher,
+                     estimate=True):
         seen.append(method)
         for i in range(warmup + iterations):
             prepare(i)
@@ -56,25 +55,61 @@ def _reference_method(toy_definition, toy_workloads, requested: str) -> tuple[st
 
 
 @pytest.mark.parametrize("cupti_installed", [True, False])
-@pytest.mark.parametrize(
-    ("requested", "reference"),
-    [("auto", "events"), ("profiler", "events"), ("cupti", "events"), ("events", "events")],
-)
-def test_reference_is_timed_with_events_around_each_call(
-    monkeypatch, timed_methods, toy_definition, toy_workloads, requested, reference,
-    cupti_installed,
+@pytest.mark.parametrize("requested", ["auto", "profiler", "cupti", "events"])
+def test_reference_is_timed_with_the_solutions_method(
+    monkeypatch, timed_methods, toy_definition, toy_workloads, requested, cupti_installed,
 ):
-    """A device-side span for the solution; for the reference (a Python loop of small kernels,
-    milliseconds per call) events around each call: the same span plus one launch, without
-    the profiler's or CUPTI's per-kernel cost. The trace says why, not the events warning."""
-    monkeypatch.setattr(timing, "_cupti_module", lambda: object() if cupti_installed else None)
-    solution = choose_method(requested, "cuda")[0]  # what _time_solution uses
-    assert solution != "events" or requested == "events"
+    """The judge's helper times both sides, so the reference gets the solution's method; a
+    method that is not the judge's says why in the reference's trace too."""
+    reason = None if cupti_installed else "cupti-python is not installed"
+    monkeypatch.setattr(timing, "cupti_unavailable_reason", lambda: reason)
+    solution, notes = choose_method(requested, "cuda")  # what _time_solution uses
     method, extra = _reference_method(toy_definition, toy_workloads, requested)
-    assert timed_methods == [reference] and method == reference
-    assert ("method_note" in extra) == (solution != "events")
-    warned = timing.EVENTS_WARNING in extra.get("timing_warnings", [])
-    assert warned == (solution == "events")
+    assert timed_methods == [solution] and method == solution
+    assert extra.get("method_note") == (notes[0] if notes else None)
+    assert extra["protocol"] == "one call per set"
+
+
+def test_contest_times_the_reference_with_the_judges_counts(
+    monkeypatch, tmp_path, toy_definition, toy_workloads
+):
+    """--contest: per trial one input set, the judge's warm-up and iterations; every set the
+    run needs still gets its outputs."""
+    seen: list[tuple] = []
+
+    def fake_measure(call, prepare, *, device, method, warmup, iterations, trials, flusher,
+                     estimate=True):
+        seen.append((warmup, iterations, trials, estimate))
+        for t in range(trials):
+            for i in [warmup + t * iterations] * (warmup + 6) + list(
+                range(warmup + t * iterations, warmup + (t + 1) * iterations)
+            ):
+                prepare(i)
+                call(i)
+        return TimingResult(2.0, method, [{"median": 2.0}], {"median": 2.0}, warmup, iterations)
+
+    alphas: list[float] = []
+
+    def reference(x, y, alpha):
+        alphas.append(alpha)
+        return alpha * x + y
+
+    monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(evaluate, "measure", fake_measure)
+    monkeypatch.setattr(evaluate, "reference_run", lambda definition: reference)
+    ev = Evaluator("cpu", EnvironmentInfo(device_kind="cuda", hardware="Fake GPU"))
+    ev.kind = "cuda"
+    ev._get_flusher = lambda: None  # type: ignore[method-assign]
+    x = torch.zeros(4)
+    sets = [[x, x, float(k + 1)] for k in range(5)]
+    cfg = BenchmarkConfig(num_input_sets=1, num_trials=2, warmup_runs=3, iterations=4,
+                          extra={"reference_protocol": "judge"})
+    refs, (latency, extra) = ev._references(toy_definition, toy_workloads[0], sets, cfg)
+    assert seen == [(3, 4, 2, True)] and latency == 2.0 and extra["protocol"] == "judge"
+    assert alphas[:13] == [1.0] * 13 and alphas[13:26] == [2.0] * 13  # one set per trial
+    assert sorted(refs) == [0, 1, 2, 3, 4]
+    for k, out in refs.items():
+        assert torch.equal(out[0], (k + 1.0) * x + x)
 
 
 def test_reference_on_a_cpu_is_wall_clock(monkeypatch):
@@ -89,7 +124,8 @@ def test_only_a_processs_first_reference_call_is_an_untimed_warm_up(
     shapes: list[tuple[int, int]] = []
     calls: list[float] = []
 
-    def fake_measure(call, prepare, *, device, method, warmup, iterations, trials, flusher):
+    def fake_measure(call, prepare, *, device, method, warmup, iterations, trials, flusher,
+                     estimate=True):
         shapes.append((warmup, iterations))
         for i in range(warmup + iterations):
             prepare(i)

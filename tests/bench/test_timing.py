@@ -26,7 +26,9 @@ def test_measure_follows_the_protocol_and_rechecks_after_each_trial():
 
     result = measure(call, prepared.append, device="cpu", method="wall-clock", warmup=3,
                      iterations=4, trials=2, after_trial=lambda t, last: rechecks.append((t, last)))
-    assert calls == list(range(3 + 4 * 2)) and prepared == calls  # prepare before every call
+    # each trial: its warm-up on the trial's first timed index, then the timed calls
+    assert calls == [3] * 3 + [3, 4, 5, 6] + [7] * 3 + [7, 8, 9, 10]
+    assert prepared == calls  # prepare before every call
     assert rechecks == [(0, 6), (1, 10)]
     assert len(result.trials) == 2 and result.overall["n"] == 8
     expected = sum(t["median"] for t in result.trials) / 2
