@@ -10,8 +10,22 @@ processes do.
 from __future__ import annotations
 
 import os
+import sys
 import traceback
 from typing import Any
+
+_WARNED: set[str] = set()
+
+
+def _warn_once(event: Any) -> None:
+    """The engine's warnings (a sandbox step the machine refused, ...) in the server's log,
+    once per lane: not the solution's business, the operator's."""
+    from fib_core.bench.events import Log
+
+    if isinstance(event, Log) and event.level == "warning" and event.message.startswith(
+            "sandbox:") and event.message not in _WARNED:
+        _WARNED.add(event.message)
+        print(f"warning: {event.message}", file=sys.stderr, flush=True)
 
 
 def lane_main(conn: Any, device_id: str | None, dataset_path: str, parent: int) -> None:
@@ -39,7 +53,7 @@ def lane_main(conn: Any, device_id: str | None, dataset_path: str, parent: int) 
         if kind != "run":
             return
         try:
-            shard = execute(RunRequest(**payload), trace_set=trace_set)
+            shard = execute(RunRequest(**payload), on_event=_warn_once, trace_set=trace_set)
             conn.send(("done", shard.to_dict()))
         except FibError as err:
             conn.send(("error", str(err)))

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -84,6 +85,8 @@ def start_server(dataset: Path, *extra: str) -> Server:
         if line.startswith("listening on http://127.0.0.1:"):
             port = int(line.rsplit(":", 1)[1])
             server = Server(process, port, dataset)
+            # keep reading what it prints, so a full pipe never blocks it
+            threading.Thread(target=seen.extend, args=(process.stdout,), daemon=True).start()
             _wait_healthy(server)
             return server
     process.kill()
@@ -306,3 +309,22 @@ def test_hostile_solution_cannot_reach_other_tasks(server: Server) -> None:
         assert "victim" not in log and "SEEN [" in log
     status, after = server.call(f"/tasks/{first['task_id']}")
     assert after == first  # its result is as it was
+
+
+def test_client_example_of_the_docs(server: Server, tmp_path: Path, repo_root: Path) -> None:
+    """The plain-HTTP client of docs/serve.md (the README holds the same block), run as
+    written against the server."""
+    docs = (repo_root / "docs" / "serve.md").read_text()
+    block = docs.split("## Client (plain HTTP, standard library)", 1)[1]
+    code = block.split("```python\n", 1)[1].split("```", 1)[0]
+    assert f"```python\n{code}```" in (repo_root / "README.md").read_text()
+    sol = fixture_solution("correct", author="docs")
+    sol["sources"][0]["content"] += "# the docs' copy\n"
+    (tmp_path / "solution.json").write_text(json.dumps(sol))
+    (tmp_path / "client.py").write_text(code)
+    env = {**os.environ, "FIB_SERVE_URL": f"http://127.0.0.1:{server.port}",
+           "FIB_SERVE_TOKEN": TOKEN}
+    out = subprocess.run([sys.executable, "client.py"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [f"{SMALL[:8]} PASSED", f"{LARGE[:8]} PASSED"]
