@@ -81,12 +81,19 @@ class Runnable:
         fn = self.fn
         if fn is None:
             raise RuntimeError(f"{self._label()} was closed; build it again")
-        if self.dps:
-            if outputs is None:
-                raise ValueError("a destination-passing-style solution needs its outputs")
-            fn(*inputs, *outputs)
-            return tuple(outputs)
-        return self._normalise(fn(*inputs))
+        try:
+            if self.dps:
+                if outputs is None:
+                    raise ValueError("a destination-passing-style solution needs its outputs")
+                fn(*inputs, *outputs)
+                return tuple(outputs)
+            result = fn(*inputs)
+        except Exception as err:  # the contestant's line and Python's hint, as a note
+            from .solution_errors import note_solution_error
+
+            note_solution_error(err)
+            raise
+        return self._normalise(result)
 
     def _normalise(self, result: Any) -> tuple:
         if self.definition is None:

@@ -142,9 +142,27 @@ def _inline(ws: Any, workload: Any, device: str | None, console: Any) -> int:
         "timeout); breakpoint() in your kernel's Python stops here",
         highlight=False,
     )
-    call = run_workspace_once(ws, workload, device=kind)
+    try:
+        call = run_workspace_once(ws, workload, device=kind)
+    except Exception as err:  # the solution's failure: its traceback, naming its own files
+        print(solution_traceback(err, _display(ws.cfg.source_dir)), file=sys.stderr)
+        return 1
     console.print(verdict_line(workload, call), highlight=False, soft_wrap=True)
     return 0 if call.check.passed else 1
+
+
+def solution_traceback(err: BaseException, source_dir: str) -> str:
+    """``err``'s whole traceback (its causes too) with the build copy's paths mapped to
+    ``source_dir`` (``solution/triton/kernel.py``, not the private temporary copy), ending
+    with the note that names the solution's line and Python's hint."""
+    import traceback
+
+    from fib_core.compile.solution_errors import note_solution_error
+    from fib_core.report.source_map import map_solution_paths
+
+    note_solution_error(err)
+    text = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+    return map_solution_paths(text.rstrip(), source_dir)
 
 
 def _require_gpu_tool(binary: str, what: str) -> str:

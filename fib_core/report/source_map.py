@@ -28,6 +28,15 @@ _NATIVE_COPY = re.compile(r"[^\s\"'():]*?/builds/[0-9a-f]{8,}/[^/\s\"']+/src/")
 _PY_MODULE = re.compile(r"\bfib_solution_[0-9a-f]+_\d+_\d+\.")
 
 
+def in_build_copy(path: str) -> bool:
+    """Whether ``path`` is a file of a solution's private build copy (its own source file).
+
+    >>> in_build_copy("/tmp/fib-py-ab12/fib_solution_9f_77_1/kernel.py")
+    True
+    """
+    return bool(_PY_COPY.search(path) or _NATIVE_COPY.search(path))
+
+
 def map_solution_paths(text: str, source_dir: str | None = None) -> str:
     """``text`` with every build-copy path replaced by ``source_dir`` (or made relative)."""
     if not text or ("fib_solution_" not in text and "/builds/" not in text):
