@@ -81,3 +81,8 @@ def print_track_summary(results: Mapping[str, Any], codes: Mapping[str, int], co
         return
     for line in ts.lines():
         console.print(line, highlight=False)
+    from fib_core.project.track_score import contest_track_lines
+
+    contest = {name: r.contest for name, r in results.items()}
+    for line in contest_track_lines(ts.track, contest):
+        console.print(line, highlight=False)

@@ -94,3 +94,30 @@ def track_score(track: str, scores: Mapping[str, float | None]) -> TrackScore:
         missing=missing,
         failing=failing,
     )
+
+
+def contest_track_lines(track: str, contest: Mapping[str, Mapping | None]) -> list[str]:
+    """The track's contest score (against the FlashInfer baselines) and what it covers.
+
+    ``contest``: definition -> its run's ``contest_score`` (a ContestScore as a dict), None for
+    a definition that ran without one. A definition without a figure, missing from the fork, or
+    failing counts 0, as in the contest; the lines say which definitions the score covers.
+
+    >>> contest_track_lines("gated_delta_net", {"gdn_decode_qk4_v8_d128_k_last": {"score": 1.5}})[0]
+    'contest score of track gated_delta_net: 0.750x (1 of 2 definitions scored; the others count 0)'
+    """
+    scores = {name: (c or {}).get("score") for name, c in contest.items()}
+    ts = track_score(track, scores)
+    scored = [name for name, value in ts.scores.items() if value is not None]
+    cover = f"{len(scored)} of {len(ts.scores)} definitions scored"
+    if len(scored) < len(ts.scores):
+        cover += "; the others count 0"
+    out = [f"contest score of track {track}: {ts.score:.3f}x ({cover})"]
+    for name, value in ts.scores.items():
+        if value is not None:
+            out.append(f"  {name:<56} {value:.3f}x vs FlashInfer")
+            continue
+        reason = (contest.get(name) or {}).get("reason")
+        why = reason or ("not in this fork" if name not in contest else "no contest score")
+        out.append(f"  {name:<56} counts 0: {why}")
+    return out

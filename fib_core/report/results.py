@@ -231,6 +231,11 @@ class RunResults:
     environment: dict[str, Any] = field(default_factory=dict)
     rows: list[WorkloadResult] = field(default_factory=list)
     created: str = ""
+    # The contest's score against the FlashInfer baseline (None: not scored here), and its
+    # details (fib_core.baselines.contest.ContestScore as a dict: what it covers, the
+    # baseline's latency per workload uuid, or why there is no score).
+    contest_score: float | None = None
+    contest: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.definition, str) or not self.definition:
@@ -286,6 +291,8 @@ class RunResults:
             "environment": self.environment,
             "created": self.created,
             "rows": [r.to_dict() for r in self.rows],
+            "contest_score": self.contest_score,
+            "contest": self.contest,
         }
 
     @classmethod
@@ -310,6 +317,8 @@ class RunResults:
                 environment=dict(d.get("environment") or {}),
                 created=d.get("created") or "",
                 rows=[WorkloadResult.from_dict(r) for r in d.get("rows", [])],
+                contest_score=d.get("contest_score"),
+                contest=d.get("contest"),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             what = f"missing field {err}" if isinstance(err, KeyError) else str(err).splitlines()[0]

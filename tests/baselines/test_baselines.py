@@ -1,0 +1,285 @@
+"""The FlashInfer baselines: the catalog, the latency cache, a run's contest score, the track's.
+
+CPU tests use real traces and a real cache folder; the GPU test times the baselines that run on
+the GPU at hand through the engine, as a run does.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fib_core.baselines.cache import CACHE_ENV, BaselineCache, cache_root
+from fib_core.baselines.catalog import (
+    AUTHOR,
+    BASELINES,
+    INSTALL_HINT,
+    SOURCES_DIR,
+    Baseline,
+    baseline_for,
+    capability_of,
+)
+from fib_core.baselines.contest import contest_score
+from fib_core.baselines.measure import BaselineTimes, baseline_times
+from fib_core.data import Trace
+from fib_core.dataset import registry
+from fib_core.project.track_score import contest_track_lines
+
+DECODE = "gdn_decode_qk4_v8_d128_k_last"
+PREFILL = "gdn_prefill_qk4_v8_d128_k_last"
+MOE = "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048"
+ORGANIZERS_NAMES = {
+    MOE: "flashinfer_wrapper_9sdjf3",
+    "dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64": "flashinfer_wrapper_5af199",
+    "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64": "flashinfer_deepgemm_wrapper_2ba145",
+    DECODE: "flashinfer_wrapper_9b7f1e",
+    PREFILL: "flashinfer_wrapper_123ca6",
+}
+H100 = ("NVIDIA H100 80GB HBM3", "9.0")
+
+
+def _trace(uuid: str, latency: float | None, *, solution: str = "mine",
+           definition: str = DECODE, gpu: tuple[str, str] = H100) -> Trace:
+    """A trace as the engine writes it: passed with ``latency`` (ms), or failed (None)."""
+    passed = latency is not None
+    return Trace.from_dict({
+        "definition": definition,
+        "solution": solution,
+        "workload": {"uuid": uuid, "axes": {"batch_size": 1}, "inputs": {}},
+        "evaluation": {
+            "status": "PASSED" if passed else "INCORRECT_NUMERICAL",
+            "log": "" if passed else "max abs error 3.0",
+            "correctness": {"max_relative_error": 1e-3, "max_absolute_error": 1e-4},
+            "performance": {"latency_ms": latency, "reference_latency_ms": 10.0,
+                            "speedup_factor": 10.0 / latency} if passed else None,
+            "environment": {"hardware": gpu[0], "libs": {"compute_capability": gpu[1]}},
+            "timestamp": "2026-01-15T10:00:00",
+        },
+    })
+
+
+# --- the catalog -------------------------------------------------------------------------------
+
+
+def test_one_baseline_per_contest_definition_under_the_organizers_names():
+    assert {b.definition: b.name for b in BASELINES} == ORGANIZERS_NAMES
+    assert set(ORGANIZERS_NAMES) <= set(registry.definitions())
+    assert baseline_for("no_such_definition") is None
+
+
+@pytest.mark.parametrize("baseline", BASELINES, ids=lambda b: b.definition)
+def test_baseline_is_a_normal_solution_whose_run_takes_the_definitions_inputs(baseline):
+    sol = baseline.solution()
+    assert (sol.name, sol.author, sol.definition) == (baseline.name, AUTHOR, baseline.definition)
+    assert sol.spec.language.value == "python"
+    assert sol.spec.entry_point == "main.py::run"
+    assert sol.spec.destination_passing_style is False
+    assert [s.path for s in sol.sources] == ["main.py"]
+    tree = ast.parse(sol.sources[0].content)
+    run = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "run")
+    definition = registry.get(baseline.definition).definition_json()
+    assert [a.arg for a in run.args.args] == list(definition["inputs"])
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree)
+                if isinstance(node, (ast.Import, ast.ImportFrom))
+                for alias in (node.names if isinstance(node, ast.Import) else [node])
+                if getattr(alias, "name", None)} | {
+        node.module.split(".")[0] for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module}
+    assert imported - {"math", "torch", "flashinfer"} <= set(baseline.modules)
+    # Packing is stable: the cache key depends on the code's hash.
+    assert sol.hash() == baseline.solution().hash()
+
+
+def test_sources_folder_holds_exactly_the_catalogs_baselines():
+    assert sorted(p.name for p in SOURCES_DIR.iterdir() if p.is_dir()) == sorted(ORGANIZERS_NAMES)
+
+
+def test_sm100_only_baselines_name_the_reason_and_modal_on_an_h100():
+    for definition in (MOE, "dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64"):
+        why = baseline_for(definition).unavailable_reason((9, 0), H100[0])
+        assert "SM100 or SM103 only" in why and "NVIDIA H100 80GB HBM3 is SM90" in why
+        assert "modal run scripts/run_modal.py" in why
+    assert "need a CUDA GPU" in baseline_for(DECODE).unavailable_reason(None, None)
+
+
+def test_a_missing_package_is_named_with_its_install_command():
+    missing = Baseline(DECODE, "x", "some kernel", ((9, 0),), modules=("fib_surely_absent_pkg",))
+    assert missing.unavailable_reason((9, 0), "H100") == (
+        "fib_surely_absent_pkg is not installed: pip install fib_surely_absent_pkg")
+    decode = baseline_for(DECODE)
+    if importlib.util.find_spec("flashinfer") is None:
+        assert decode.unavailable_reason((9, 0), "H100") == (
+            f"flashinfer is not installed: {INSTALL_HINT}")
+    else:
+        assert decode.unavailable_reason((9, 0), "H100") is None
+
+
+def test_capability_text():
+    assert capability_of("9.0") == (9, 0) and capability_of("10.3") == (10, 3)
+    assert capability_of("") is None and capability_of("sm90") is None
+
+
+# --- the cache ---------------------------------------------------------------------------------
+
+
+def _cache(tmp_path: Path, monkeypatch, **settings: Any) -> BaselineCache:
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    timing = {"warmup_runs": 10, "iterations": 50, "num_trials": 3, "timing_method": "auto"}
+    return BaselineCache.for_run(DECODE, "flashinfer_wrapper_9b7f1e", "abc123", H100[0],
+                                 {"flashinfer": "0.7.2"}, {**timing, **settings, "atol": 0.1})
+
+
+def test_cache_keeps_latencies_per_gpu_version_and_settings(tmp_path, monkeypatch):
+    cache = _cache(tmp_path, monkeypatch)
+    assert cache_root() == tmp_path
+    assert cache.path.parent == tmp_path / "NVIDIA_H100_80GB_HBM3" / "flashinfer-0.7.2"
+    assert cache.load() == {}
+    entries = {"w1": {"latency_ms": 0.012}, "w2": {"status": "INCORRECT_NUMERICAL", "reason": "x"}}
+    cache.save(entries)
+    assert _cache(tmp_path, monkeypatch).load() == entries
+    # Tolerances do not change a latency; the timing settings do.
+    assert _cache(tmp_path, monkeypatch, atol=5.0).path == cache.path
+    other = _cache(tmp_path, monkeypatch, iterations=5)
+    assert other.path != cache.path and other.load() == {}
+
+
+def test_cache_ignores_foreign_or_broken_files(tmp_path, monkeypatch):
+    cache = _cache(tmp_path, monkeypatch)
+    cache.path.parent.mkdir(parents=True)
+    cache.path.write_text("{not json")
+    assert cache.load() == {}
+    data = {"format": "fib-baseline-latencies", "version": 1, "header": cache.header,
+            "workloads": {"ok": {"latency_ms": 1.5}, "zero": {"latency_ms": 0},
+                          "nan": {"latency_ms": float("nan")}, "junk": 3}}
+    cache.path.write_text(json.dumps(data))
+    assert cache.load() == {"ok": {"latency_ms": 1.5}}
+    data["header"] = {**cache.header, "gpu": "NVIDIA B200"}
+    cache.path.write_text(json.dumps(data))
+    assert cache.load() == {}
+
+
+# --- a run's contest score ---------------------------------------------------------------------
+
+
+def _times(latencies: dict[str, float], failed: dict[str, str] | None = None,
+           reason: str | None = None) -> dict[str, Any]:
+    return BaselineTimes(DECODE, baseline="flashinfer_wrapper_9b7f1e", latencies=latencies,
+                         failed=failed or {}, reason=reason, gpu=H100[0],
+                         versions={"flashinfer": "0.7.2"}).to_dict()
+
+
+def test_contest_score_is_the_mean_of_baseline_over_solution_latency():
+    traces = [_trace("w1", 0.5), _trace("w2", 2.0), _trace("w3", 1.0)]
+    # Two shards' baseline figures; the baseline failed w3, so w3 does not count.
+    score = contest_score(DECODE, traces, [_times({"w1": 1.0}), _times({"w2": 1.0},
+                                                                       {"w3": "INCORRECT: x"})])
+    assert score.score == pytest.approx((2.0 + 0.5) / 2)
+    assert (score.compared, score.selected, score.baseline_failed) == (2, 3, 1)
+    assert score.baseline_latency_ms == {"w1": 1.0, "w2": 1.0}
+    assert score.line() == (
+        "contest score 1.250x vs FlashInfer flashinfer_wrapper_9b7f1e (2 of 3 workloads, 1 left "
+        "out: the baseline failed them; faster on 1; NVIDIA H100 80GB HBM3, flashinfer 0.7.2)")
+    assert json.loads(json.dumps(score.model_dump(mode="json")))["score"] == pytest.approx(1.25)
+
+
+def test_any_failed_workload_zeroes_the_contest_score():
+    traces = [_trace("w1", 0.5), _trace("w2", None)]
+    score = contest_score(DECODE, traces, [_times({"w1": 1.0, "w2": 1.0})])
+    assert score.score == 0.0 and score.compared == 2
+    assert "a workload failed: any failure scores 0" in score.line()
+
+
+def test_no_contest_score_says_why():
+    traces = [_trace("w1", 0.5)]
+    why = "FlashInfer trtllm_fp8_block_scale_moe runs on SM100 or SM103 only"
+    score = contest_score(MOE, traces, [_times({}, reason=why)])
+    assert score.score is None and score.line() == f"contest score: none ({why})"
+    assert contest_score(DECODE, traces, [None]).reason == (
+        "no baseline figures came back from this run")
+    assert contest_score(DECODE, traces, [_times({"other": 1.0})]).reason == (
+        "the baseline passed none of this run's workloads")
+
+
+def test_baseline_times_refuses_before_running_where_the_baseline_cannot_run(tmp_path):
+    """No engine is started: the GPU the solution ran on rules the baseline out."""
+    times = baseline_times(None, MOE, [], [_trace("w1", 1.0, definition=MOE)], config=None)
+    assert times.baseline == "flashinfer_wrapper_9sdjf3" and times.measured == 0
+    assert "SM100 or SM103 only (NVIDIA H100 80GB HBM3 is SM90)" in times.reason
+    assert "no FlashInfer baseline" in baseline_times(None, "toy", [], [], None).reason
+    cpu = baseline_times(None, DECODE, [], [], None)  # no GPU figures at all
+    assert cpu.reason == "the FlashInfer baselines need a CUDA GPU; this run has none"
+
+
+# --- the track ---------------------------------------------------------------------------------
+
+
+def test_track_contest_score_halves_and_says_what_it_covers():
+    lines = contest_track_lines("gated_delta_net", {
+        DECODE: {"score": 1.5},
+        PREFILL: {"score": None, "reason": "flashinfer is not installed"},
+    })
+    assert lines[0] == ("contest score of track gated_delta_net: 0.750x (1 of 2 definitions "
+                        "scored; the others count 0)")
+    assert lines[1].split() == [DECODE, "1.500x", "vs", "FlashInfer"]
+    assert lines[2].split(maxsplit=1) == [PREFILL, "counts 0: flashinfer is not installed"]
+    both = contest_track_lines("gated_delta_net", {DECODE: {"score": 1.5},
+                                                   PREFILL: {"score": 0.5}})
+    assert both[0].startswith("contest score of track gated_delta_net: 1.000x (2 of 2 ")
+    lone = contest_track_lines("gated_delta_net", {DECODE: {"score": 2.0}})
+    assert lone[2].split(maxsplit=1) == [PREFILL, "counts 0: not in this fork"]
+
+
+def test_results_file_carries_the_contest_score(tmp_path):
+    from fib_core.report.results import RunResults
+
+    results = RunResults.from_traces([_trace("w1", 0.5)], DECODE, gpu_name=H100[0])
+    score = contest_score(DECODE, [_trace("w1", 0.5)], [_times({"w1": 1.0})])
+    results.contest, results.contest_score = score.model_dump(mode="json"), score.score
+    back = RunResults.from_json(results.to_json(tmp_path / "run.json"))
+    assert back.contest_score == pytest.approx(2.0)
+    assert back.contest["baseline"] == "flashinfer_wrapper_9b7f1e"
+    assert json.loads((tmp_path / "run.json").read_text())["contest_score"] == pytest.approx(2.0)
+
+
+# --- on a GPU ----------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("baseline", BASELINES, ids=lambda b: b.definition)
+def test_gpu_baseline_passes_against_the_reference_and_is_cached(baseline, tmp_path, monkeypatch):
+    """Each baseline that runs on this GPU passes the kit's checks on a few real workloads and
+    is timed; a second call reads the cache instead of measuring. One that cannot run here
+    says why (its kernels' GPUs or a missing package) and is skipped."""
+    import dataclasses
+
+    import torch
+
+    from fib_core.bench import Benchmark, BenchmarkConfig
+    from fib_core.data import TraceSet
+    from fib_core.dataset import default_dataset_path
+
+    major, minor = torch.cuda.get_device_capability()
+    why = baseline.unavailable_reason((major, minor), torch.cuda.get_device_name())
+    if why is not None:
+        pytest.skip(why)
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    trace_set = TraceSet.from_path(default_dataset_path())
+    workloads = trace_set.workloads[baseline.definition][:3]
+    config = BenchmarkConfig(device="cuda")
+    with Benchmark(trace_set, dataclasses.replace(
+            config, allow_input_mutation=baseline.mutates_inputs)) as bench:
+        checked = bench.run_solution(baseline.solution(), workloads)
+    assert [t.evaluation.status.value for t in checked] == ["PASSED"] * len(workloads), [
+        t.evaluation.log[-500:] for t in checked]
+    first = baseline_times(trace_set, baseline.definition, workloads, checked, config)
+    assert first.reason is None and first.measured == len(workloads)
+    assert set(first.latencies) == {w.workload.uuid for w in workloads}
+    again = baseline_times(trace_set, baseline.definition, workloads, checked, config)
+    assert again.measured == 0 and again.latencies == first.latencies
+    print(baseline.definition, {u[:8]: round(ms * 1000, 2) for u, ms in first.latencies.items()},
+          "us")
