@@ -7,7 +7,7 @@ definition's Python reference, stays in the table; this one is what the contest 
 
 Example::
 
-    score = contest_score(definition, traces, [shard.baseline for shard in shards])
+    score = contest_of_run(definition, traces, shards)   # the shards' baseline figures
     print(score.line())   # contest score 1.234x vs FlashInfer flashinfer_wrapper_9b7f1e (...)
     score.model_dump()    # what --json writes under "contest" ("contest_score": its score)
 """
@@ -101,14 +101,15 @@ def contest_score(
     return result
 
 
-def print_contest_score(
-    definition: str, traces: list[Any], shards: Iterable[Any], console: Any
-) -> dict[str, Any]:
-    """Print the run's contest score line (and the baseline's notes); return it as the plain
-    data ``--json`` and the ledger keep under ``contest`` (its score also as ``contest_score``)."""
-    shards = list(shards)
-    parts = [s.baseline for s in shards if s.baseline is not None]
-    score = contest_score(definition, traces, parts)
+def contest_of_run(definition: str, traces: list[Any], shards: Iterable[Any]) -> ContestScore:
+    """The contest score of a run from its traces and its shards' baseline figures
+    (``ShardResult.baseline``)."""
+    return contest_score(definition, traces, [s.baseline for s in shards if s.baseline])
+
+
+def print_contest_score(score: ContestScore, shards: Iterable[Any], console: Any) -> None:
+    """Print the score's line, after what the baseline's measurement has to say."""
+    parts = [s.baseline for s in shards if s.baseline]
     measured = sum(int(p.get("measured") or 0) for p in parts)
     if measured:
         console.print(f"FlashInfer baseline timed on {measured} workload(s) now; kept for the "
@@ -116,4 +117,3 @@ def print_contest_score(
     for note in dict.fromkeys(n for p in parts for n in p.get("notes") or []):
         console.print(f"note: {note}", highlight=False)
     console.print(score.line(), highlight=False, soft_wrap=True)
-    return score.model_dump(mode="json")

@@ -412,14 +412,17 @@ def finish(
     elif opts.recording is not None:
         previous = opts.recording.previous(results)
     opts.results = results
+    contest = None
+    if first.device == "cuda":  # the contest's score, against the FlashInfer baseline
+        from fib_core.baselines.contest import contest_of_run, print_contest_score
+
+        contest = contest_of_run(definition.name, traces, shards)
+        results.contest, results.contest_score = contest.model_dump(mode="json"), contest.score
     render_results(
         results, console, compare=previous, scope=run_scope(first, len(traces)), wide=opts.wide
     )
-    if first.device == "cuda":
-        from fib_core.baselines.contest import print_contest_score
-
-        results.contest = print_contest_score(definition.name, traces, shards, console)
-        results.contest_score = results.contest["score"]
+    if contest is not None:
+        print_contest_score(contest, shards, console)
     cross = [row for s in shards for row in s.cross_check]
     cross_notes = list(dict.fromkeys(n for s in shards for n in s.cross_check_notes))
     if cross or cross_notes:

@@ -283,3 +283,26 @@ def test_gpu_baseline_passes_against_the_reference_and_is_cached(baseline, tmp_p
     assert again.measured == 0 and again.latencies == first.latencies
     print(baseline.definition, {u[:8]: round(ms * 1000, 2) for u, ms in first.latencies.items()},
           "us")
+
+
+def test_a_gpu_runs_finish_prints_and_keeps_the_contest_score(tmp_path):
+    """What run_local/run_modal do with shards that carry baseline figures: the score line in
+    the terminal, and contest_score in the --json file."""
+    from rich.console import Console
+
+    from fib_core.data import Definition
+    from fib_core.project.runflow import RunOptions, ShardResult, finish
+
+    definition = Definition.from_dict(registry.get(DECODE).definition_dict())
+    traces = [_trace("w1", 0.5), _trace("w2", 0.25)]
+    shard = ShardResult(shard=0, order=["w1", "w2"], traces=traces, device="cuda",
+                        gpu_name=H100[0], baseline=_times({"w1": 1.0, "w2": 1.0}))
+    console = Console(record=True, width=200)
+    opts = RunOptions(json_path=tmp_path / "run.json", ledger=False)
+    assert finish([ShardResult(**shard.to_dict())], definition, opts, console) == 0
+    out = console.export_text()
+    assert "contest score 3.000x vs FlashInfer flashinfer_wrapper_9b7f1e (2 of 2 workloads; " \
+           "faster on 2; NVIDIA H100 80GB HBM3, flashinfer 0.7.2)" in out
+    saved = json.loads((tmp_path / "run.json").read_text())
+    assert saved["contest_score"] == pytest.approx(3.0)
+    assert saved["contest"]["baseline_latency_ms"] == {"w1": 1.0, "w2": 1.0}
