@@ -1,12 +1,16 @@
 """One self-contained HTML page of results: tables, inline SVG plots, no network access.
 
-A page has one section per definition. Each section shows, for its run: the summary line;
-latency, speedup and % of roofline per workload (plots with the p10-p90 spread as error bars,
-and a table with every workload); the comparison with a previous run (both overlaid, the noise
-band shaded, the verdict per workload); the score over the ledger's history; the timer
-cross-check when the run had one; the failures with their reasons; and the environment.
+A page has one section per definition. Each section opens with the score that counts (the
+contest score over the FlashInfer baseline where it was measured, else the speedup over the
+reference, named as such) and how noisy the reference is; then, per shape, the kernel's
+latency with its roofline floor and the baseline, the reference in its own panel, speedups
+and % of roofline (plots over the varying axis as a number) and a table; then every workload
+in a table that sorts and filters; the comparison with a previous run; the score over the
+ledger's history with the noise of repeated runs; the timer cross-check when the run had one;
+the failures with their reasons; and the environment.
 
-Everything is escaped; the only markup from elsewhere is matplotlib's SVG. Without matplotlib
+Everything is escaped; the only markup from elsewhere is matplotlib's SVG; the one script is
+inline and the page's Content-Security-Policy forbids fetching anything. Without matplotlib
 the page still has every table and says how to get the plots.
 
 Example::
@@ -17,33 +21,22 @@ Example::
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from fib_core.report import plots
+from fib_core.report.baseline import contest_score
 from fib_core.report.compare import Delta, comparability_warning, compare
+from fib_core.report.headline import headline, score_text
+from fib_core.report.html_assets import CSP, CSS, SCRIPT, e, table, td
+from fib_core.report.html_tables import shape_table, workload_table
 from fib_core.report.ledger import LedgerRecord
-from fib_core.report.render import fmt_error, fmt_ms, fmt_speedup
+from fib_core.report.render import fmt_ms
 from fib_core.report.summary import summarize
 
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1f2328;
-max-width:1200px}
-h1{font-size:22px}h2{font-size:19px;border-bottom:1px solid #d0d7de;padding-bottom:4px;
-margin-top:36px}h3{font-size:15px;margin-top:22px}
-table{border-collapse:collapse;font-size:13px;margin:6px 0}
-th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:right;vertical-align:top;
-white-space:nowrap}td.wrap{white-space:normal}
-th{background:#f6f8fa}td.l,th.l{text-align:left}
-.pass{color:#1a7f37;font-weight:600}.fail{color:#cf222e;font-weight:600}
-.faster{color:#1a7f37}.slower{color:#cf222e}.note{color:#57606a;font-size:13px}
-.banner{background:#fff8c5;border:1px solid #d4a72c;padding:6px 10px;margin:8px 0}
-.score{font-size:17px;font-weight:600}pre{background:#f6f8fa;padding:6px;font-size:12px;
-overflow-x:auto;text-align:left}svg{max-width:100%;height:auto;display:block}
-"""
+_e, _td = e, td
 
 
 @dataclass
@@ -61,8 +54,9 @@ def build_html(sections: Sequence[ReportSection], *, title: str = "Benchmark rep
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{_e(CSP)}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
+        f"<title>{_e(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{_e(title)}</h1>",
         f'<p class="note">generated {_e(datetime.now(UTC).isoformat(timespec="seconds"))}; '
         f"{len(sections)} definition(s)</p>",
@@ -73,6 +67,7 @@ def build_html(sections: Sequence[ReportSection], *, title: str = "Benchmark rep
         parts.append("<p>No recorded run to report.</p>")
     for k, section in enumerate(sections):
         parts.append(_section(section, f"s{k}"))
+    parts.append(f"<script>{SCRIPT}</script>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
@@ -97,26 +92,27 @@ def write_report(
 def _section(sec: ReportSection, key: str) -> str:
     rec, res = sec.record, sec.record.results
     summary = summarize(res)
+    head = headline(res)
     out = [f'<section id="{key}"><h2>{_e(rec.definition)}</h2>']
-    if not summary.has_score:  # no reference timing (a CPU smoke run): nothing to score
-        why = "CPU smoke run: correctness only" if res.is_cpu_smoke else "the reference was not timed"
-        score = f"No score ({why})"
-    elif summary.all_passed:
-        score = f"Score {summary.score:.2f}x (mean speedup over {summary.total} workloads)"
-    else:
-        score = f"Score 0 ({summary.failed} of {summary.total} workloads failed)"
     out.append(
-        f'<p class="score">{_e(score)} · passed {summary.passed}/{summary.total}</p>'
+        f'<p class="score" id="{key}-headline" data-kind="{_e(head.kind)}">{_e(head.title)} · '
+        f"passed {summary.passed}/{summary.total}</p>"
+    )
+    if head.details:
+        out.append('<ul class="details">' + "".join(f"<li>{_e(d)}</li>" for d in head.details)
+                   + "</ul>")
+    methods = ", ".join(sorted({r.timing_method for r in res.rows if r.timing_method})) or "-"
+    out.append(
         f'<p class="note">run {_e(rec.run_id)} · solution {_e(rec.solution_name or "?")} '
         f"({_e((rec.solution_hash or '?')[:12])}) · commit {_e(rec.git.label())} · "
-        f"{_e(res.gpu_name or res.device)} · {_e(rec.created)}</p>"
+        f"{_e(_machine(res))} · timed with {_e(methods)} · {_e(rec.created)}</p>"
     )
     if res.is_cpu_smoke:
         out.append(f'<p class="banner">{_e(res.mode)}</p>')
     deltas: dict[str, Delta] = {}
     if sec.previous is not None:
         deltas = {d.uuid: d for d in compare(res, sec.previous.results)}
-    out.append("<h3>Per workload</h3>")
+    out.append("<h3>Per shape</h3>")
     for name, svg in (
         ("latency", plots.latency_svg(res, f"{key}-lat")),
         ("speedup", plots.speedup_svg(res, f"{key}-spd")),
@@ -124,7 +120,9 @@ def _section(sec: ReportSection, key: str) -> str:
     ):
         if svg:
             out.append(f'<figure class="plot" data-plot="{name}">{svg}</figure>')
-    out.append(_workload_table(rec, deltas))
+    out.append(shape_table(res))
+    out.append(f"<h3>Per workload ({len(res.rows)})</h3>")
+    out.append(workload_table(res, deltas, key))
     if sec.previous is not None:
         out.append(_comparison(sec, deltas, key))
     out.append(_history(sec, key))
@@ -135,59 +133,9 @@ def _section(sec: ReportSection, key: str) -> str:
     return "\n".join(p for p in out if p)
 
 
-def _workload_table(rec: LedgerRecord, deltas: dict[str, Delta]) -> str:
-    res = rec.results
-    head = [
-        "workload",
-        "axes",
-        "status",
-        "latency",
-        "p10-p90",
-        "reference",
-        "speedup",
-        "% roofline",
-        "achieved",
-        "max abs err",
-    ]
-    if deltas:
-        head += ["previous", "change", "noise", "verdict"]
-    rows = []
-    for r in res.rows:
-        band = (
-            f"{fmt_ms(r.spread.p10_ms)} - {fmt_ms(r.spread.p90_ms)}"
-            if r.spread and r.spread.p10_ms is not None and r.spread.p90_ms is not None
-            else "-"
-        )
-        cells = [
-            _td(r.short_uuid, left=True, title=r.uuid),
-            _td(r.axes_text(), left=True),
-            f'<td class="l {"pass" if r.passed else "fail"}">{_e(r.status)}</td>',
-            _td(fmt_ms(r.latency_ms)),
-            _td(band),
-            _td(fmt_ms(r.reference_latency_ms)),
-            _td(fmt_speedup(r.speedup)),
-            _td("-" if r.roofline_fraction is None else f"{100 * r.roofline_fraction:.1f}%"),
-            _td(str(r.achieved) if r.achieved else "-"),
-            _td(fmt_error(r.max_abs_error)),
-        ]
-        if deltas:
-            cells += _delta_cells(deltas.get(r.uuid))
-        rows.append(f'<tr data-uuid="{_e(r.uuid)}">' + "".join(cells) + "</tr>")
-    return _table(head, rows, cls="workloads")
-
-
-def _delta_cells(d: Delta | None) -> list[str]:
-    if d is None:
-        return [_td("-")] * 4
-    change = "-" if d.change_pct is None else f"{d.change_pct:+.1f}%"
-    noise = "-" if d.noise_pct is None else f"±{d.noise_pct:.1f}%"
-    cls = {"faster": "faster", "slower": "slower"}.get(d.verdict, "")
-    return [
-        _td(fmt_ms(d.previous_ms)),
-        _td(change),
-        _td(noise),
-        f'<td class="l {cls}">{_e(d.verdict)}</td>',
-    ]
+def _machine(res) -> str:
+    """The GPU's name once (the trace's hardware string repeats it), else the hardware."""
+    return str(res.gpu_name or res.environment.get("hardware") or res.device)
 
 
 def _comparison(sec: ReportSection, deltas: dict[str, Delta], key: str) -> str:
@@ -200,8 +148,8 @@ def _comparison(sec: ReportSection, deltas: dict[str, Delta], key: str) -> str:
     out = [
         "<h3>Compared with a previous run</h3>",
         f'<p class="note" id="{key}-compared">previous: run {_e(prev.run_id)} (commit '
-        f"{_e(prev.git.label())}, score {prev.score_label}) → this run: score "
-        f"{sec.record.score_label}; "
+        f"{_e(prev.git.label())}, score {_e(score_text(prev.results))}) → this run: score "
+        f"{_e(score_text(res))}; "
         + _e(", ".join(f"{n} {v}" for v, n in counts.items()) or "nothing to compare")
         + "</p>",
     ]
@@ -230,34 +178,67 @@ def _history(sec: ReportSection, key: str) -> str:
         return '<h3>History</h3><p class="note">the first recorded run of this definition</p>'
     from fib_core.report.history import history_rows
 
+    contest = {r.run_id: contest_score(r.results) for r in runs if r.has_score}
+    by_contest = bool(contest) and all(v is not None for v in contest.values())
     points = [  # a CPU smoke run has no score to plot
-        (f"#{i} {r.git.label()}", r.score, r.passed == r.total and r.total > 0)
-        for i, r in enumerate(runs, start=1) if r.has_score
+        plots.HistoryPoint(
+            f"{_when(r.created)}\n{r.git.label()}",
+            float(contest[r.run_id]) if by_contest else r.score,  # type: ignore[arg-type]
+            r.passed == r.total and r.total > 0,
+            r.solution_hash or "",
+        )
+        for r in runs
+        if r.has_score
     ]
     out = ["<h3>History</h3>"]
-    svg = plots.history_svg(points, f"{key}-hist")
+    ylabel = "contest score (x)" if by_contest else "speedup over the reference (x)"
+    svg = plots.history_svg(points, ylabel, f"{key}-hist")
     if svg:
         out.append(f'<figure class="plot" data-plot="history">{svg}</figure>')
+    if points and not any(
+        a.solution == b.solution for a, b in zip(points, points[1:], strict=False)
+    ):
+        out.append(
+            '<p class="note">no solution was run twice in a row unchanged: run it again to see '
+            "the noise band a change has to beat</p>"
+        )
     rows = []
     for h in history_rows(runs):
         r = h.record
-        rows.append(
-            "<tr>"
-            + _td(str(h.index))
-            + _td(r.run_id, left=True)
-            + _td(r.git.label(), left=True)
-            + _td((r.solution_hash or "?")[:8], left=True)
-            + _td(r.score_label + (" (best)" if h.is_best else ""))
-            + _td(f"{r.passed}/{r.total}")
-            + _td("; ".join(h.changes), left=True, wrap=True)
-            + "</tr>"
-        )
-    out.append(
-        _table(
-            ["#", "run", "commit", "solution", "score", "passed", "changed"], rows, cls="history"
-        )
-    )
+        cells = [
+            _td(str(h.index), v=h.index),
+            _td(_when(r.created), left=True, v=r.created),
+            _td(r.run_id, left=True),
+            _td(r.git.label(), left=True),
+            _td((r.solution_hash or "?")[:8], left=True),
+            _td(r.score_label + (" (best)" if h.is_best else ""), v=r.score if r.has_score else None),
+        ]
+        if by_contest:
+            c = contest.get(r.run_id)
+            cells.append(_td("-" if c is None else f"{c:.2f}x", v=c))
+        cells += [
+            _td(f"{r.passed}/{r.total}", v=r.passed),
+            _td("; ".join(h.changes), left=True, wrap=True),
+        ]
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    head = [("#", True), ("when (UTC)", False), ("run", False), ("commit", False),
+            ("solution", False), ("vs reference", True)]
+    if by_contest:
+        head.append(("contest score", True))
+    head += [("passed", True), ("changed", False)]
+    out.append(table(head, rows, cls="history"))
     return "\n".join(out)
+
+
+def _when(created: str) -> str:
+    """``2026-11-27T09:40:12+00:00`` as ``11-27 09:40`` (UTC): short enough for a tick label."""
+    try:
+        moment = datetime.fromisoformat(created)
+    except (TypeError, ValueError):
+        return created or "?"
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%m-%d %H:%M")
 
 
 def _cross_check(rec: LedgerRecord, key: str) -> str:
@@ -294,11 +275,9 @@ def _cross_check(rec: LedgerRecord, key: str) -> str:
             verdict += "; note: " + r.note
         cells.append(f'<td class="l wrap {"fail" if r.flagged else "pass"}">{_e(verdict)}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
-    out.append(
-        _table(
-            ["workload", "axes", "kernels", "busy", *METHODS, "verdict"], body, cls="cross-check"
-        )
-    )
+    head = [("workload", False), ("axes", False), ("kernels", True), ("busy", True)]
+    head += [(m, True) for m in METHODS] + [("verdict", False)]
+    out.append(table(head, body, cls="cross-check"))
     out.append(f'<p class="note">{_e(MODEL_NOTE)}</p>')
     return "\n".join(out)
 
@@ -320,10 +299,14 @@ def _failures(rec: LedgerRecord) -> str:
 
 def _environment(rec: LedgerRecord) -> str:
     res = rec.results
+    hardware = str(res.environment.get("hardware") or "")
     items: list[tuple[str, str]] = [
         ("device", res.device),
-        ("GPU", res.gpu_name or "-"),
-        ("hardware", str(res.environment.get("hardware", "-"))),
+        ("GPU" if res.device == "cuda" else "hardware", _machine(res)),
+    ]
+    if hardware and res.gpu_name and hardware != res.gpu_name:
+        items.append(("hardware (as the trace names it)", hardware))
+    items += [
         ("mode", res.mode),
         (
             "commit",
@@ -331,11 +314,21 @@ def _environment(rec: LedgerRecord) -> str:
         ),
         ("branch", rec.git.branch or "-"),
     ]
+    for what, values in (
+        ("timing method used", {r.timing_method for r in res.rows}),
+        ("clocks", {r.clocks for r in res.rows}),
+        ("L2 cache", {r.l2_policy for r in res.rows}),
+        ("roofline peak assumed", {r.floor_peak for r in res.rows}),
+    ):
+        known = sorted(v for v in values if v)
+        if known:
+            items.append((what, "; ".join(known)))
     libs = res.environment.get("libs") or {}
     items += [(f"lib: {k}", str(v)) for k, v in sorted(libs.items())]
     items += [(f"setting: {k}", str(v)) for k, v in _flat(rec.config)]
     rows = [f"<tr>{_td(k, left=True)}{_td(v, left=True)}</tr>" for k, v in items]
-    return "<h3>Environment</h3>" + _table(["what", "value"], rows, cls="environment")
+    return "<h3>Environment</h3>" + table([("what", False), ("value", False)], rows,
+                                          cls="environment")
 
 
 def _flat(d: dict, prefix: str = "") -> list[tuple[str, object]]:
@@ -347,22 +340,3 @@ def _flat(d: dict, prefix: str = "") -> list[tuple[str, object]]:
         elif v is not None:
             out.append((f"{prefix}{k}", v))
     return out
-
-
-def _table(head: list[str], rows: list[str], *, cls: str) -> str:
-    th = "".join(f'<th class="l">{_e(h)}</th>' for h in head)
-    return (
-        f'<table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
-    )
-
-
-def _td(text: str, *, left: bool = False, title: str | None = None, wrap: bool = False) -> str:
-    classes = " ".join(c for c, on in (("l", left), ("wrap", wrap)) if on)
-    attrs = f' class="{classes}"' if classes else ""
-    if title:
-        attrs += f' title="{_e(title)}"'
-    return f"<td{attrs}>{_e(text)}</td>"
-
-
-def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)

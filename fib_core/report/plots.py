@@ -1,5 +1,12 @@
 """The HTML report's charts, drawn with matplotlib as inline SVG text (the ``plot`` extra).
 
+Every per-run chart is drawn over the definition's varying axis as a number (the axis with
+the most distinct values; log scale where its values span a decade or more), one point per
+shape: the median over the shape's workloads, a bar from the lowest to the highest of them,
+and each workload as a faint dot. The kernel and the reference never share a latency axis
+(they sit three or four decades apart, which flattens the kernel into steps): the reference
+has its own panel.
+
 matplotlib is optional: :func:`plots_available` says whether it imports, and every ``*_svg``
 function returns None without it (the report then shows tables and says how to get plots).
 Figures are built with ``matplotlib.figure.Figure`` directly, never pyplot, so drawing a
@@ -15,15 +22,27 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from fib_core.report.baseline import BASELINE_LABEL, baseline_latencies, baseline_speedups
 from fib_core.report.results import RunResults, WorkloadResult
+from fib_core.report.shapes import plot_axis
 
 PLOT_HINT = 'plots need matplotlib: pip install -e ".[plot]"'
-_WIDTH_IN = 9.0
-_HEIGHT_IN = 3.6
-_COLORS = {"current": "#1f6feb", "previous": "#8b949e", "reference": "#d29922", "bad": "#cf222e"}
+_WIDTH_IN = 11.0
+_HEIGHT_IN = 3.8
+_FONT = 9
+_DECADE = 10.0  # values whose highest / lowest reaches this get a log axis
+_COLORS = {
+    "current": "#1f6feb",
+    "previous": "#8b949e",
+    "reference": "#bc4c00",
+    "baseline": "#1a7f37",
+    "floor": "#24292f",
+    "bad": "#cf222e",
+}
 
 
 def plots_available() -> bool:
@@ -35,129 +54,150 @@ def plots_available() -> bool:
     return True
 
 
-def workload_labels(rows: Sequence[WorkloadResult]) -> list[str]:
-    """Tick labels: the axes that vary between the rows (all axes when only one row)."""
-    if not rows:
-        return []
-    keys = list(rows[0].axes)
-    varying = [k for k in keys if len({r.axes.get(k) for r in rows}) > 1] or keys
-    return [", ".join(f"{k}={r.axes.get(k)}" for k in varying) or r.short_uuid for r in rows]
+@dataclass(frozen=True)
+class HistoryPoint:
+    """One recorded run on the history chart: its label ("11-27 09:40" and commit), its score,
+    whether every workload passed, and its solution's hash (repeated runs share it)."""
+
+    label: str
+    score: float
+    all_passed: bool
+    solution: str
 
 
 def latency_svg(results: RunResults, salt: str) -> str | None:
-    """Latency per workload (log scale), p10-p90 as error bars, with the reference's latency."""
+    """Kernel latency per shape with its roofline floor and the baseline; the reference beside."""
     rows = [r for r in results.rows if r.passed and r.latency_ms]
     if not rows or not plots_available():
         return None
-    fig, ax = _figure()
-    x = list(range(len(rows)))
-    scale, unit = _time_unit([r.latency_ms for r in rows])
-    _plot_run_latency(ax, x, rows, scale, f"{results.solution or 'solution'} (p10-p90)")
-    ref = [
-        (i, r.reference_latency_ms) for i, r in zip(x, rows, strict=True) if r.reference_latency_ms
-    ]
-    if ref:
-        ax.plot(
-            [i for i, _ in ref],
-            [v * scale for _, v in ref],
-            "s--",
-            color=_COLORS["reference"],
-            label="reference",
-        )
-    return _latency_figure(fig, ax, rows, unit, "Latency per workload", salt)
+    axis = plot_axis(rows) or ""
+    has_ref = any(r.reference_latency_ms for r in rows)
+    fig, axes = _figure(2 if has_ref else 1)
+    ax = axes[0]
+    unit, scale = _time_unit([r.latency_ms for r in rows])
+    _series(ax, rows, axis, lambda r: r.latency_ms, scale, _COLORS["current"],
+            f"{results.solution or 'your kernel'}: median, lowest-highest")
+    floors = [r for r in rows if r.floor_ms]
+    if floors:
+        _line(ax, floors, axis, lambda r: r.floor_ms, scale, _COLORS["floor"], "roofline floor")
+    base_ms = baseline_latencies(results)
+    base = [r for r in rows if r.uuid in base_ms]
+    if base:
+        _series(ax, base, axis, lambda r: base_ms.get(r.uuid), scale, _COLORS["baseline"],
+                BASELINE_LABEL,
+                marker="s")
+    _finish(ax, axis, f"latency ({unit})", "Your kernel per shape",
+            [r.latency_ms * scale for r in rows] + [r.floor_ms * scale for r in floors], rows)
+    if has_ref:
+        ref_rows = [r for r in rows if r.reference_latency_ms]
+        r_unit, r_scale = _time_unit([r.reference_latency_ms for r in ref_rows])
+        _series(axes[1], ref_rows, axis, lambda r: r.reference_latency_ms, r_scale,
+                _COLORS["reference"], "reference: median, lowest-highest", marker="D")
+        _finish(axes[1], axis, f"latency ({r_unit})", "The Python reference (its own axis)",
+                [r.reference_latency_ms * r_scale for r in ref_rows], ref_rows)
+    return _svg(fig, salt)
 
 
 def speedup_svg(results: RunResults, salt: str) -> str | None:
-    """Speedup over the reference per workload, with the range the latency spread allows."""
-    rows = [r for r in results.rows if r.passed and r.speedup and r.latency_ms]
-    if not rows or not plots_available():
+    """Speedup per shape: over the baseline (the contest's figure) where measured, and over
+    the reference, each on its own axis."""
+    rows = [r for r in results.rows if r.passed and r.latency_ms]
+    panels: list[tuple[str, Callable[[WorkloadResult], float | None], str]] = []
+    base_x = baseline_speedups(results)
+    if base_x:
+        panels.append((f"over the {BASELINE_LABEL} (contest)", lambda r: base_x.get(r.uuid),
+                       _COLORS["baseline"]))
+    if any(r.speedup for r in rows):
+        panels.append(("over the reference", lambda r: r.speedup, _COLORS["reference"]))
+    if not panels or not plots_available():
         return None
-    fig, ax = _figure()
-    x = list(range(len(rows)))
-    y = [r.speedup for r in rows]
-    lo, hi = [], []
-    for r in rows:
-        ref = r.reference_latency_ms or r.speedup * r.latency_ms
-        p10 = r.spread.p10_ms if r.spread and r.spread.p10_ms else r.latency_ms
-        p90 = r.spread.p90_ms if r.spread and r.spread.p90_ms else r.latency_ms
-        lo.append(max(0.0, r.speedup - ref / p90))
-        hi.append(max(0.0, ref / p10 - r.speedup))
-    colors = [_COLORS["current"] if s >= 1 else _COLORS["bad"] for s in y]
-    ax.bar(x, y, color=colors, yerr=[lo, hi], capsize=3)
-    ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
-    ax.set_ylabel("speedup (x)")
-    _workload_axis(ax, rows)
-    ax.set_title("Speedup over the reference (error bars: p10-p90 of the latency)")
+    axis = plot_axis(rows) or ""
+    fig, axes = _figure(len(panels))
+    for ax, (what, fig_of, color) in zip(axes, panels, strict=True):
+        mine = [r for r in rows if fig_of(r)]
+        _series(ax, mine, axis, fig_of, 1.0, color, "median, lowest-highest")
+        ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
+        _finish(ax, axis, "speedup (x)", f"Speedup {what}",
+                [fig_of(r) or 1.0 for r in mine] + [1.0], mine)
     return _svg(fig, salt)
 
 
 def roofline_svg(results: RunResults, salt: str) -> str | None:
-    """% of the roofline floor each workload reaches (100 % = the hardware's limit)."""
+    """% of the roofline floor each shape reaches (100 % = the hardware's limit)."""
     rows = [r for r in results.rows if r.passed and r.roofline_fraction is not None]
     if not rows or not plots_available():
         return None
-    fig, ax = _figure()
-    x = list(range(len(rows)))
-    ax.bar(x, [100.0 * r.roofline_fraction for r in rows], color=_COLORS["current"])
+    axis = plot_axis(rows) or ""
+    fig, (ax,) = _figure(1, height=3.2)
+    _series(ax, rows, axis, lambda r: r.roofline_fraction, 100.0, _COLORS["current"],
+            "median, lowest-highest")
     ax.axhline(100.0, color="black", linewidth=0.8, linestyle=":")
+    top = max(100.0, *(100.0 * (r.roofline_fraction or 0) for r in rows))
+    _x_axis(ax, axis, rows)
+    ax.set_ylim(0, top * 1.08)
     ax.set_ylabel("% of roofline")
-    _workload_axis(ax, rows)
-    ax.set_title("Roofline: floor / measured latency")
+    ax.set_title("Roofline floor / measured latency, per shape", fontsize=_FONT + 1)
+    ax.legend(loc="best", fontsize=_FONT - 1)
     return _svg(fig, salt)
 
 
-def history_svg(points: Sequence[tuple[str, float, bool]], salt: str) -> str | None:
-    """Score over the ledger's runs: ``points`` are (run label, score, all passed)."""
+def history_svg(points: Sequence[HistoryPoint], ylabel: str, salt: str) -> str | None:
+    """The score over the recorded runs, the y-axis from 0; where one solution was run several
+    times unchanged, the range of its scores is shaded: the noise a change must beat."""
     if not points or not plots_available():
         return None
-    fig, ax = _figure(height=3.0)
+    fig, (ax,) = _figure(1, height=3.4)
     x = list(range(1, len(points) + 1))
-    ax.plot(x, [p[1] for p in points], "-", color=_COLORS["previous"], linewidth=1)
-    for xi, (_, score, ok) in zip(x, points, strict=True):
-        ax.plot([xi], [score], "o", color=_COLORS["current"] if ok else _COLORS["bad"])
-    best = max(range(len(points)), key=lambda i: (points[i][1], i))
-    ax.annotate(
-        "best",
-        (x[best], points[best][1]),
-        textcoords="offset points",
-        xytext=(0, 8),
-        ha="center",
-        fontsize=8,
-    )
+    scores = [p.score for p in points]
+    ax.plot(x, scores, "-", color=_COLORS["previous"], linewidth=1)
+    for xi, p in zip(x, points, strict=True):
+        ax.plot([xi], [p.score], "o", color=_COLORS["current"] if p.all_passed else _COLORS["bad"])
+    labelled = False
+    for first, last in _repeat_groups(points):
+        group = scores[first : last + 1]
+        ax.fill_between([x[first] - 0.3, x[last] + 0.3], min(group), max(group),
+                        color=_COLORS["current"], alpha=0.2, edgecolor=_COLORS["current"],
+                        linewidth=0.8, linestyle="--",
+                        label=None if labelled else "repeated runs of one solution: noise")
+        labelled = True
+    ax.set_ylim(0, max(scores + [1.0]) * 1.15)
+    ax.set_xlim(0.5, len(points) + 0.5)
     ax.set_xticks(x)
-    ax.set_xticklabels([p[0] for p in points], rotation=30, ha="right", fontsize=7)
-    ax.set_ylabel("score (mean speedup)")
-    ax.set_title("Score over the recorded runs (red: a workload failed, scored 0)")
+    step = max(1, math.ceil(len(points) / 16))  # at most 16 labels: each stays readable
+    ax.set_xticklabels([p.label if (i % step == 0 or i == len(points) - 1) else ""
+                        for i, p in enumerate(points)], fontsize=_FONT - 1)
+    ax.set_ylabel(ylabel)
+    ax.set_title("Score over the recorded runs (red: a workload failed, scored 0)",
+                 fontsize=_FONT + 1)
+    if labelled:
+        ax.legend(loc="lower right", fontsize=_FONT - 1)
     return _svg(fig, salt)
 
 
 def overlay_svg(
     current: RunResults, previous: RunResults, noise_pct: dict[str, float], salt: str
 ) -> str | None:
-    """Both runs' latency per workload, the previous one inside its noise band."""
+    """Both runs' kernel latency per shape; the previous one inside its noise band."""
     rows = [r for r in current.rows if r.passed and r.latency_ms]
-    pairs = [(r, previous.row(r.uuid)) for r in rows]
-    pairs = [(r, p) for r, p in pairs if p is not None and p.passed and p.latency_ms]
-    if not pairs or not plots_available():
+    prev_rows = [p for r in rows if (p := previous.row(r.uuid)) is not None
+                 and p.passed and p.latency_ms]
+    if not prev_rows or not plots_available():
         return None
-    fig, ax = _figure()
-    x = list(range(len(pairs)))
-    scale, unit = _time_unit([p.latency_ms for _, p in pairs] + [r.latency_ms for r, _ in pairs])
-    prev = [p.latency_ms * scale for _, p in pairs]
-    band = [noise_pct.get(r.uuid, 0.0) / 100.0 for r, _ in pairs]
-    ax.fill_between(
-        x,
-        [v * (1 - b) for v, b in zip(prev, band, strict=True)],
-        [v * (1 + b) for v, b in zip(prev, band, strict=True)],
-        color=_COLORS["previous"],
-        alpha=0.25,
-        step="mid",
-        label="noise band",
-    )
-    ax.plot(x, prev, "s--", color=_COLORS["previous"], label="previous run")
-    cur_rows = [r for r, _ in pairs]
-    _plot_run_latency(ax, x, cur_rows, scale, "this run (p10-p90)")
-    return _latency_figure(fig, ax, cur_rows, unit, "This run over the previous one", salt)
+    axis = plot_axis(rows) or ""
+    fig, (ax,) = _figure(1)
+    unit, scale = _time_unit([r.latency_ms for r in rows + prev_rows])
+    xs, med, lo, hi = _medians(prev_rows, axis, lambda r: r.latency_ms, scale)
+    band = {x: _median([noise_pct.get(p.uuid, 0.0) for p in prev_rows if _x(p, axis) == x])
+            for x in xs}
+    ax.fill_between(xs, [m * (1 - band[x] / 100) for x, m in zip(xs, med, strict=True)],
+                    [m * (1 + band[x] / 100) for x, m in zip(xs, med, strict=True)],
+                    color=_COLORS["previous"], alpha=0.25, label="previous run's noise band")
+    ax.plot(xs, med, "s--", color=_COLORS["previous"], label="previous run (median)")
+    _series(ax, rows, axis, lambda r: r.latency_ms, scale, _COLORS["current"],
+            "this run: median, lowest-highest")
+    _finish(ax, axis, f"latency ({unit})", "This run over the previous one, per shape",
+            [r.latency_ms * scale for r in rows + prev_rows], rows)
+    return _svg(fig, salt)
 
 
 def cross_check_svg(rows: Sequence[Any], labels: Sequence[str], salt: str) -> str | None:
@@ -168,7 +208,7 @@ def cross_check_svg(rows: Sequence[Any], labels: Sequence[str], salt: str) -> st
     ]
     if not methods or not plots_available():
         return None
-    fig, ax = _figure()
+    fig, (ax,) = _figure(1)
     width = 0.8 / len(methods)
     for k, method in enumerate(methods):
         xs = [i + (k - (len(methods) - 1) / 2) * width for i in range(len(rows))]
@@ -177,62 +217,142 @@ def cross_check_svg(rows: Sequence[Any], labels: Sequence[str], salt: str) -> st
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
     ax.set_ylabel("latency / device span")
     ax.set_xticks(list(range(len(rows))))
-    ax.set_xticklabels(list(labels), rotation=30, ha="right", fontsize=7)
-    ax.legend(loc="best", fontsize=8)
-    ax.set_title("Timer cross-check")
+    ax.set_xticklabels(list(labels), rotation=30, ha="right", fontsize=_FONT - 1)
+    ax.legend(loc="best", fontsize=_FONT - 1)
+    ax.set_title("Timer cross-check", fontsize=_FONT + 1)
     return _svg(fig, salt)
 
 
-def _figure(height: float = _HEIGHT_IN) -> tuple[Any, Any]:
+# --- drawing helpers -------------------------------------------------------------------------
+
+
+def _figure(panels: int, height: float = _HEIGHT_IN) -> tuple[Any, list[Any]]:
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(_WIDTH_IN, height))
-    ax = fig.add_subplot(1, 1, 1)
-    ax.grid(True, axis="y", alpha=0.3)
-    return fig, ax
+    axes = [fig.add_subplot(1, panels, k + 1) for k in range(panels)]
+    for ax in axes:
+        ax.grid(True, which="major", alpha=0.3)
+        ax.tick_params(labelsize=_FONT)
+    return fig, axes
 
 
-def _plot_run_latency(
-    ax: Any, x: Sequence[int], rows: Sequence[WorkloadResult], scale: float, label: str
-) -> None:
-    """A run's latency per workload, its p10-p90 spread as error bars."""
-    lo, hi = _error_bars(rows, scale)
-    y = [r.latency_ms * scale for r in rows]
-    ax.errorbar(x, y, yerr=[lo, hi], fmt="o-", color=_COLORS["current"], capsize=3, label=label)
+def _x(row: WorkloadResult, axis: str) -> float:
+    return float(row.axes.get(axis, 0))
 
 
-def _latency_figure(
-    fig: Any, ax: Any, rows: Sequence[WorkloadResult], unit: str, title: str, salt: str
-) -> str:
-    """The latency plots' common finish: log axis in ``unit``, workload labels, legend."""
-    ax.set_yscale("log")
-    ax.set_ylabel(f"latency ({unit})")
-    _workload_axis(ax, rows)
-    ax.legend(loc="best", fontsize=8)
-    ax.set_title(title)
-    return _svg(fig, salt)
-
-
-def _workload_axis(ax: Any, rows: Sequence[WorkloadResult]) -> None:
-    ax.set_xticks(list(range(len(rows))))
-    ax.set_xticklabels(workload_labels(rows), rotation=30, ha="right", fontsize=7)
-    ax.set_xlabel("workload (axes)")
-
-
-def _time_unit(values_ms: Sequence[float]) -> tuple[float, str]:
-    """(factor, unit) so that the largest latency reads in us below 1 ms, else in ms."""
-    return (1e3, "us") if values_ms and max(values_ms) < 1.0 else (1.0, "ms")
-
-
-def _error_bars(
-    rows: Sequence[WorkloadResult], scale: float = 1.0
-) -> tuple[list[float], list[float]]:
-    lo, hi = [], []
+def _medians(
+    rows: Sequence[WorkloadResult], axis: str, fig_of: Callable, scale: float
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    """Per distinct x: the median, lowest and highest of ``fig_of`` (times ``scale``)."""
+    groups: dict[float, list[float]] = {}
     for r in rows:
-        s = r.spread
-        lo.append(max(0.0, r.latency_ms - s.p10_ms) * scale if s and s.p10_ms is not None else 0.0)
-        hi.append(max(0.0, s.p90_ms - r.latency_ms) * scale if s and s.p90_ms is not None else 0.0)
-    return lo, hi
+        value = fig_of(r)
+        if value is not None:
+            groups.setdefault(_x(r, axis), []).append(value * scale)
+    xs = sorted(groups)
+    return (xs, [_median(groups[x]) for x in xs], [min(groups[x]) for x in xs],
+            [max(groups[x]) for x in xs])
+
+
+def _series(
+    ax: Any,
+    rows: Sequence[WorkloadResult],
+    axis: str,
+    fig_of: Callable,
+    scale: float,
+    color: str,
+    label: str,
+    *,
+    marker: str = "o",
+) -> None:
+    """Median per shape joined by a line, lowest-highest as error bars, workloads as dots."""
+    xs, med, lo, hi = _medians(rows, axis, fig_of, scale)
+    if not xs:
+        return
+    dots = [(_x(r, axis), v * scale) for r in rows if (v := fig_of(r)) is not None]
+    ax.plot([d[0] for d in dots], [d[1] for d in dots], ".", color=color, alpha=0.25,
+            markersize=4)
+    ax.errorbar(xs, med, yerr=[[m - low for m, low in zip(med, lo, strict=True)],
+                               [high - m for m, high in zip(med, hi, strict=True)]],
+                fmt=f"{marker}-", color=color, capsize=3, markersize=5, linewidth=1.2,
+                label=label)
+
+
+def _line(ax: Any, rows: Sequence[WorkloadResult], axis: str, fig_of: Callable, scale: float,
+          color: str, label: str) -> None:
+    xs, med, _, _ = _medians(rows, axis, fig_of, scale)
+    ax.plot(xs, med, "--", color=color, linewidth=1.2, label=label)
+
+
+def _finish(
+    ax: Any,
+    axis: str,
+    ylabel: str,
+    title: str,
+    values: Sequence[float],
+    rows: Sequence[WorkloadResult],
+) -> None:
+    """Log y when ``values`` span a decade, the numeric x axis of ``rows``, labels, legend."""
+    positive = [v for v in values if v and v > 0]
+    if positive and max(positive) / min(positive) >= _DECADE:
+        ax.set_yscale("log")
+        _plain_log_ticks(ax.yaxis, positive)
+    ax.set_ylabel(ylabel, fontsize=_FONT)
+    ax.set_title(title, fontsize=_FONT + 1)
+    ax.legend(loc="best", fontsize=_FONT - 1)
+    _x_axis(ax, axis, rows)
+
+
+def _x_axis(ax: Any, axis: str, rows: Sequence[WorkloadResult]) -> None:
+    _x_scale(ax, axis, [_x(r, axis) for r in rows])
+
+
+def _x_scale(ax: Any, axis: str, xs: Sequence[float]) -> None:
+    """The axis name as x label; log scale (plain numbers as ticks) when x spans a decade."""
+    ax.set_xlabel(axis or "workload", fontsize=_FONT)
+    positive = [v for v in xs if v > 0]
+    if positive and len(positive) == len(xs) and max(positive) / min(positive) >= _DECADE:
+        ax.set_xscale("log")
+        _plain_log_ticks(ax.xaxis, positive)
+    if len(set(xs)) == 1:  # one shape: a point in the middle, not at an edge
+        ax.set_xlim(xs[0] * 0.5 if xs[0] > 0 else -1, xs[0] * 1.5 if xs[0] > 0 else 1)
+
+
+def _plain_log_ticks(axis: Any, values: Sequence[float]) -> None:
+    """Log-axis ticks as plain numbers (``20``, ``0.5``, not ``2x10^1``): 1-2-5 steps over two
+    decades or less, one per decade beyond; the unlabelled minor ticks stay as marks."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    decades = math.log10(max(values) / min(values))
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if decades <= 2.2 else (1.0,)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _repeat_groups(points: Sequence[HistoryPoint]) -> list[tuple[int, int]]:
+    """(first, last) index of each run of consecutive points of one solution, two or more."""
+    groups, start = [], 0
+    for i in range(1, len(points) + 1):
+        if i == len(points) or points[i].solution != points[start].solution:
+            if i - start >= 2 and points[start].solution:
+                groups.append((start, i - 1))
+            start = i
+    return groups
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    n = len(ordered)
+    if not n:
+        return 0.0
+    mid = n // 2
+    return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _time_unit(values_ms: Sequence[float]) -> tuple[str, float]:
+    """(unit, factor) so that the largest latency reads in us below 1 ms, else in ms."""
+    return ("us", 1e3) if values_ms and max(values_ms) < 1.0 else ("ms", 1.0)
 
 
 def _svg(fig: Any, salt: str) -> str:

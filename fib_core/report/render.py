@@ -22,8 +22,10 @@ from fib_core.data.trace import EvaluationStatus
 from fib_core.report.attribution import blames_reference
 from fib_core.report.compare import ONE_SAMPLE, Delta, comparability_warning
 from fib_core.report.compare import compare as compare_runs
+from fib_core.report.headline import headline
 from fib_core.report.progress import progress_bar
 from fib_core.report.results import RunResults, WorkloadResult
+from fib_core.report.shapes import by_shape
 from fib_core.report.summary import Summary, summarize
 from fib_core.report.table_fit import dropped_note, fit_columns
 
@@ -31,7 +33,7 @@ LOG_WIDTH = 160
 MAX_NOTES = 5
 _STATUS_STYLE = {EvaluationStatus.PASSED: "green", EvaluationStatus.TIMEOUT: "yellow"}
 
-__all__ = ["fmt_ms", "fmt_speedup", "progress_bar", "readable_width", "render_results"]
+__all__ = ["fmt_ms", "fmt_ms_range", "fmt_speedup", "progress_bar", "readable_width", "render_results"]
 
 
 def render_results(
@@ -57,6 +59,7 @@ def render_results(
         _say(console, table)
         if hidden:
             _say(console, f"[dim]{escape(hidden)}[/dim]")
+        _print_shapes(results, console, wide=wide)
         _print_notes(results, console)
         _print_failures(results, console)
         _print_summary(results, summary, console, scope)
@@ -163,6 +166,60 @@ def _results_table(
     return table, dropped_note(list(columns), kept, console.width)
 
 
+SHAPE_DROP_ORDER = ("ref spread", "floor", "reference", "spread", "baseline", "roofline")
+
+
+def _print_shapes(results: RunResults, console: Console, *, wide: bool = False) -> None:
+    """One line per shape (median over its workloads, lowest-highest beside), when some shape
+    has several workloads: 54 rows of ten batch sizes read as ten lines."""
+    shapes = by_shape(results)
+    if not shapes or all(s.workloads == 1 for s in shapes):
+        return
+    base = any(s.baseline for s in shapes)
+    columns: dict[str, list[str]] = {
+        name: [] for name in ("shape", "n", "passed", "latency", "spread", "floor", "roofline")
+    }
+    if base:
+        columns["baseline"], columns["vs baseline"] = [], []
+    columns["reference"], columns["ref spread"], columns["vs ref"] = [], [], []
+    for s in shapes:
+        k = s.kernel
+        cells = {
+            "shape": escape(s.label),
+            "n": str(s.workloads),
+            "passed": f"{s.passed}/{s.workloads}",
+            "latency": fmt_ms(k.median) if k else "-",
+            "spread": fmt_ms_range(k.low, k.high) if k else "-",
+            "floor": fmt_ms(s.floor.median) if s.floor else "-",
+            "roofline": f"{100 * s.roofline.median:.0f}%" if s.roofline else "-",
+            "baseline": fmt_ms(s.baseline.median) if s.baseline else "-",
+            "vs baseline": fmt_speedup(s.baseline_speedup.median) if s.baseline_speedup else "-",
+            "reference": fmt_ms(s.reference.median) if s.reference else "-",
+            "ref spread": (f"{s.reference.ratio:.2f}x" if s.reference and s.reference.n > 1
+                           else "-"),
+            "vs ref": fmt_speedup(s.speedup.median) if s.speedup else "-",
+        }
+        for name in columns:
+            columns[name].append(cells[name])
+    kept = fit_columns(columns, console.width, wide=wide, drop_order=SHAPE_DROP_ORDER)
+    table = Table(
+        title="Per shape (medians over its passing workloads)",
+        box=box.ASCII if not console.is_terminal else box.SIMPLE_HEAD,
+        expand=False,
+        highlight=False,
+    )
+    for name in kept:
+        left = name == "shape"
+        table.add_column(name, justify="left" if left else "right", no_wrap=True)
+    for i in range(len(shapes)):
+        table.add_row(*(columns[name][i] for name in kept))
+    _say(console)
+    _say(console, table)
+    hidden = dropped_note(list(columns), kept, console.width)
+    if hidden:
+        _say(console, f"[dim]{escape(hidden)}[/dim]")
+
+
 def _status_cell(row: WorkloadResult) -> str:
     style = _STATUS_STYLE.get(row.status, "red")
     whose = " (reference)" if blames_reference(row.reason) else ""
@@ -258,7 +315,11 @@ def _print_summary(
         )
         _say(console, f"[bold yellow]{escape(results.mode)}[/bold yellow]")
         return
-    if summary.total == 0:
+    head = headline(results)
+    if head.kind == "contest":
+        _say(console, f"[bold]{escape(head.title.replace('Contest score ', 'Contest score: ', 1))}"
+                      "[/bold]")
+    elif summary.total == 0:
         _say(console, "[bold]Score: 0[/bold] (no workload was measured)")
     elif not summary.has_score:
         _say(console, "No score: the reference was not timed (speedups need it)")
@@ -266,7 +327,8 @@ def _print_summary(
         _say(
             console,
             f"[bold]Score: {fmt_speedup(summary.score)}[/bold] "
-            f"(mean speedup over {_plural(summary.total, 'workload')})",
+            f"(mean speedup over the reference, {_plural(summary.total, 'workload')}; "
+            "not the contest score: the FlashInfer baseline was not measured)",
         )
     else:
         mean = fmt_speedup(summary.mean_speedup_passed)
@@ -276,6 +338,9 @@ def _print_summary(
             f"the contest scores a solution with any failure 0; mean speedup of the passing "
             f"ones: {mean})",
         )
+    for detail in head.details:
+        if head.kind == "contest" or detail.startswith("the reference itself"):
+            _say(console, f"  {escape(detail)}", overflow="fold")
     style = "green" if summary.all_passed else "red"
     _say(console, f"Passed: [{style}]{summary.passed}/{summary.total}[/{style}]")
     if summary.slowest:
@@ -314,6 +379,16 @@ def fmt_ms(ms: float | None) -> str:
     if ms < 1000.0:
         return f"{ms:.3f} ms" if ms < 100 else f"{ms:.1f} ms"
     return f"{ms / 1e3:.2f} s"
+
+
+def fmt_ms_range(low_ms: float | None, high_ms: float | None) -> str:
+    """A latency range with its unit once when both ends share it: ``2.26-2.43 us``."""
+    if low_ms is None or high_ms is None:
+        return "-"
+    lo, hi = fmt_ms(low_ms), fmt_ms(high_ms)
+    lo_num, _, lo_unit = lo.partition(" ")
+    hi_num, _, hi_unit = hi.partition(" ")
+    return f"{lo_num}-{hi_num} {hi_unit}" if lo_unit == hi_unit else f"{lo} - {hi}"
 
 
 def fmt_speedup(x: float | None) -> str:

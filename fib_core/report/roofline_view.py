@@ -52,3 +52,16 @@ class RooflineView:
         else:
             achieved = Achieved(float(model.flops) / seconds / 1e12, "TFLOP/s")
         return floor.ms, floor.ms / latency_ms, achieved
+
+    def peak_label(self, achieved: Achieved | None, dtype: str = "bfloat16") -> str | None:
+        """The peak a floor was computed from: "3350 GB/s (H100 SXM)" for a memory-bound
+        workload, "989 TFLOP/s bfloat16 (H100 SXM)" for a compute-bound one; None if unknown.
+
+        A floor means nothing without the peak behind it: a contestant on another GPU, or one
+        who doubts the datasheet figure, needs to see which number was assumed.
+        """
+        if self._peak is None or achieved is None:
+            return None
+        if achieved.unit == "GB/s":
+            return f"{self._peak.bandwidth_gbs:g} GB/s ({self._peak.name})"
+        return f"{self._peak.tflops(dtype):g} TFLOP/s {dtype} ({self._peak.name})"

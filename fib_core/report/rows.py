@@ -133,12 +133,53 @@ def row_from_trace(trace: Any, roofline: RooflineView | None = None) -> Workload
         warnings=_warnings(ev_extra, perf_extra),
         decided_by=decided_by(corr, status),
         samples=_samples(perf_extra),
+        clocks=clocks_text(ev_extra.get("clocks")),
+        l2_policy=_l2_policy(perf_extra, ev_extra) if latency is not None else None,
     )
     if roofline is not None and latency:
-        figures = roofline.figures(axes, latency, cost=perf_extra.get("cost"))
+        cost = perf_extra.get("cost")
+        figures = roofline.figures(axes, latency, cost=cost)
         if figures is not None:
             row.floor_ms, row.roofline_fraction, row.achieved = figures
+            dtype = cost.get("dtype") if isinstance(cost, dict) else None
+            row.floor_peak = roofline.peak_label(row.achieved, str(dtype or "bfloat16"))
     return row
+
+
+def clocks_text(clocks: Any) -> str | None:
+    """The GPU clocks ``nvidia-smi`` reported to the worker, in one short line.
+
+    >>> clocks_text({"clocks_sm": "1755", "clocks_max_sm": "1980", "clocks_mem": "2619"})
+    'SM 1755/1980 MHz, mem 2619 MHz'
+    """
+    if not isinstance(clocks, dict):
+        return None
+
+    def mhz(key: str) -> str | None:
+        value = str(clocks.get(key) or "").strip()
+        return value if value and value[0].isdigit() else None  # "[N/A]" reads as unknown
+
+    parts = []
+    sm, sm_max = mhz("clocks_sm"), mhz("clocks_max_sm")
+    if sm:
+        parts.append(f"SM {sm}/{sm_max} MHz" if sm_max else f"SM {sm} MHz")
+    mem = mhz("clocks_mem")
+    if mem:
+        parts.append(f"mem {mem} MHz")
+    return ", ".join(parts) or None
+
+
+def _l2_policy(perf_extra: dict[str, Any], ev_extra: dict[str, Any]) -> str:
+    """What happened to the L2 cache between timed calls: the engine's own word when it
+    records one, else its fixed rule (a GPU timer zeroes a buffer of twice the L2 before each
+    call; the CPU's wall-clock timer touches no cache)."""
+    for extra in (perf_extra, ev_extra):
+        for key in ("l2_policy", "l2"):
+            if isinstance(extra.get(key), str) and extra[key]:
+                return str(extra[key])
+    method = perf_extra.get("timing_method") or ev_extra.get("timing_method")
+    cpu = method == "wall-clock" or str(ev_extra.get("device") or "").startswith("cpu")
+    return "not flushed (CPU)" if cpu else "flushed before each call"
 
 
 def failure_reason(status: str, log: str | None, extra: dict[str, Any]) -> str:

@@ -41,13 +41,18 @@ def table_width(widths: Mapping[str, int]) -> int:
 
 
 def fit_columns(
-    columns: Mapping[str, Sequence[str]], width: int, *, wide: bool = False
+    columns: Mapping[str, Sequence[str]],
+    width: int,
+    *,
+    wide: bool = False,
+    drop_order: Sequence[str] = DROP_ORDER,
 ) -> list[str]:
-    """Names of the columns to show (in their order) so the table fits ``width`` characters."""
+    """Names of the columns to show (in their order) so the table fits ``width`` characters;
+    ``drop_order`` names the ones that may go, least important first."""
     widths = {name: column_width(name, cells) for name, cells in columns.items()}
     if wide:
         return list(widths)
-    for name in DROP_ORDER:
+    for name in drop_order:
         if table_width(widths) <= width:
             break
         widths.pop(name, None)

@@ -21,13 +21,24 @@ GDN = "gdn_decode_qk4_v8_d128_k_last"
 
 
 def _row_html(page: str, uuid: str) -> str:
-    m = re.search(rf'<tr data-uuid="{re.escape(uuid)}">(.*?)</tr>', page, re.S)
+    m = re.search(rf'<tr data-uuid="{re.escape(uuid)}"[^>]*>(.*?)</tr>', page, re.S)
     assert m, f"no table row for {uuid}"
     return m.group(1)
 
 
 def _cells(row_html: str) -> list[str]:
     return [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row_html, re.S)]
+
+
+def _head(page: str, cls: str) -> list[str]:
+    m = re.search(rf'<table class="{cls}"[^>]*><thead><tr>(.*?)</tr>', page, re.S)
+    assert m, f"no table {cls}"
+    return [re.sub(r"<[^>]+>", "", h) for h in re.findall(r"<th[^>]*>(.*?)</th>", m.group(1))]
+
+
+def _workload(page: str, uuid: str) -> dict[str, str]:
+    """The per-workload table's row of ``uuid``, by column name."""
+    return dict(zip(_head(page, "workloads sortable"), _cells(_row_html(page, uuid)), strict=True))
 
 
 @pytest.fixture
@@ -51,25 +62,31 @@ def test_report_has_plots_every_workload_and_the_right_comparison(two_runs) -> N
     assert kinds == ["latency", "speedup", "roofline", "overlay", "history"]
     for uuid in ("wl-b1", "wl-b64", "wl-b256"):
         _row_html(page, uuid)
-    # head: workload axes status latency p10-p90 reference speedup %roofline achieved err
-    #       previous change noise verdict
-    b1 = _cells(_row_html(page, "wl-b1"))
-    assert b1[2] == "PASSED" and b1[3] == "8.00 us" and b1[6] == "3.00x" and b1[7] == "50.0%"
-    assert b1[10:] == ["10.00 us", "-20.0%", "±4.0%", "faster"]
-    b64 = _cells(_row_html(page, "wl-b64"))
-    assert b64[10:] == ["200.0 us", "+1.0%", "±4.0%", "within noise"]
-    b256 = _cells(_row_html(page, "wl-b256"))
-    assert b256[2] == "INCORRECT_NUMERICAL" and b256[-1] == "now failing"
+    b1 = _workload(page, "wl-b1")
+    assert (b1["status"], b1["latency"], b1["vs reference"], b1["% roofline"]) == (
+        "PASSED", "8.00 us", "3.00x", "50.0%")
+    assert (b1["p10-p90"], b1["roofline floor"], b1["max rel err"]) == (
+        "7.84-8.16 us", "4.00 us", "2.0e-03")
+    delta = ["previous", "change", "noise", "verdict"]
+    assert [b1[k] for k in delta] == ["10.00 us", "-20.0%", "±4.0%", "faster"]
+    b64 = _workload(page, "wl-b64")
+    assert [b64[k] for k in delta] == ["200.0 us", "+1.0%", "±4.0%", "within noise"]
+    b256 = _workload(page, "wl-b256")
+    assert b256["status"] == "INCORRECT_NUMERICAL" and b256["verdict"] == "now failing"
     summary = re.search(r'id="s0-compared">(.*?)</p>', page, re.S).group(1)
-    assert "score 3.00x" in summary and "1 faster, 1 within noise, 1 now failing" in summary
+    assert "score 3.00x (vs reference)" in summary
+    assert "1 faster, 1 within noise, 1 now failing" in summary
     assert "commit aaaaaaa" in summary
     # failures with their reasons, escaped; the environment; nothing fetched from the network
     assert "output: 12 of 4096 elements &lt;beyond&gt; atol=0.01" in page
     assert "<beyond>" not in page
     assert "Score 0 (1 of 3 workloads failed)" in page
     assert "2.8.0" in page and "NVIDIA H100 80GB HBM3" in page
-    assert not re.search(r"<(script|link|img|iframe)\b", page)
+    # one inline script, nothing fetched, and a policy that forbids fetching anything
+    assert len(re.findall(r"<script\b", page)) == 1 and "<script>" in page
+    assert not re.search(r"<(link|img|iframe)\b", page)
     assert not re.search(r'(src|href)="(https?:)?//', page)
+    assert 'http-equiv="Content-Security-Policy" content="default-src &#x27;none&#x27;' in page
 
 
 def test_history_lists_each_run_with_score_and_changes(mkrecord) -> None:
@@ -81,8 +98,10 @@ def test_history_lists_each_run_with_score_and_changes(mkrecord) -> None:
     page = build_html([ReportSection(b, history=[a, b])])
     table = re.search(r'<table class="history">.*?<tbody>(.*?)</tbody>', page, re.S).group(1)
     rows = [_cells(r) for r in re.findall(r"<tr>(.*?)</tr>", table, re.S)]
-    assert [r[4] for r in rows] == ["3.00x", "4.50x (best)"]
-    assert rows[1][6] == "solution 11111111→22222222; engine.iterations 50→100"
+    assert _head(page, "history")[5] == "vs reference"
+    assert [r[5] for r in rows] == ["3.00x", "4.50x (best)"]
+    assert rows[1][7] == "solution 11111111→22222222; engine.iterations 50→100"
+    assert rows[0][3] == "aaaaaaa"  # the commit, beside the time (UTC)
 
 
 def test_a_cpu_smoke_run_has_no_score_on_the_page_or_in_its_history(mkrecord) -> None:
@@ -91,10 +110,10 @@ def test_a_cpu_smoke_run_has_no_score_on_the_page_or_in_its_history(mkrecord) ->
     for row in cpu.results.rows:  # as a CPU smoke run records them: the reference not timed
         row.speedup = row.reference_latency_ms = None
     page = build_html([ReportSection(cpu, history=[gpu, cpu])])
-    assert "No score (CPU smoke run: correctness only)" in page and "0.00x" not in page
+    assert "No score: CPU smoke run, correctness only" in page and "0.00x" not in page
     table = re.search(r'<table class="history">.*?<tbody>(.*?)</tbody>', page, re.S).group(1)
     rows = [_cells(r) for r in re.findall(r"<tr>(.*?)</tr>", table, re.S)]
-    assert [r[4] for r in rows] == ["3.00x (best)", "-"]
+    assert [r[5] for r in rows] == ["3.00x (best)", "-"]
 
 
 def test_a_gpu_run_without_reference_timing_has_no_score_either(mkrecord) -> None:
@@ -105,7 +124,7 @@ def test_a_gpu_run_without_reference_timing_has_no_score_either(mkrecord) -> Non
     run = mkrecord({1: 0.010})
     run.results.rows[0].speedup = run.results.rows[0].reference_latency_ms = None
     assert not run.has_score and run.score_label == "-"
-    assert "No score (the reference was not timed)" in build_html([ReportSection(run)])
+    assert "No score: the reference was not timed" in build_html([ReportSection(run)])
     console = Console(record=True, width=200)
     render_results(run.results, console)
     text = console.export_text()
@@ -120,7 +139,9 @@ def test_without_matplotlib_tables_remain_and_the_page_says_why(
     page = build_html([ReportSection(cur, previous=prev, history=[prev, cur])])
     assert "<svg" not in page
     assert "pip install -e &quot;.[plot]&quot;" in page
-    assert _cells(_row_html(page, "wl-b1"))[10:] == ["10.00 us", "-20.0%", "±4.0%", "faster"]
+    b1 = _workload(page, "wl-b1")
+    assert [b1[k] for k in ("previous", "change", "noise", "verdict")] == [
+        "10.00 us", "-20.0%", "±4.0%", "faster"]
 
 
 def test_cross_check_rows_and_the_cpu_note_are_shown(mkrecord) -> None:
@@ -188,7 +209,8 @@ def test_run_recording_appends_and_writes_the_page(tmp_path: Path, mkrecord) -> 
     text = out.getvalue()
     assert f"compared with run {first.run_id}" in text and str(ledger) in text
     page = (tmp_path / "out" / "r.html").read_text()
-    assert _cells(_row_html(page, "wl-b1"))[10:13] == ["10.00 us", "-50.0%", "±4.0%"]
+    b1 = _workload(page, "wl-b1")
+    assert [b1[k] for k in ("previous", "change", "noise")] == ["10.00 us", "-50.0%", "±4.0%"]
 
 
 def _script(repo_root: Path, name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -213,7 +235,7 @@ def test_scripts_report_and_history(repo_root: Path, tmp_path: Path, two_runs) -
     done = _script(repo_root, "report.py", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     page = (tmp_path / "runs" / "report.html").read_text()
-    assert _cells(_row_html(page, "wl-b1"))[13] == "faster"
+    assert _workload(page, "wl-b1")["verdict"] == "faster"
     hist = _script(repo_root, "history.py", cwd=tmp_path)
     assert hist.returncode == 0, hist.stderr
     assert prev.run_id in hist.stdout and cur.run_id in hist.stdout

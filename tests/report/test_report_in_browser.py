@@ -1,20 +1,108 @@
-"""The HTML report opened in a real headless Chromium: it renders, and logs nothing to the console.
+"""The HTML report opened in a real headless Chromium at 1400 px, as a contestant opens it: the
+plots render with tick labels that do not overlap, the workload table sorts and filters and
+keeps its header in view, and nothing is logged to the console.
 
-Skipped with a message where no Chromium is installed (Debian: ``apt-get install chromium``).
+Skipped with a message where no Chromium is installed (Debian: ``apt-get install chromium``;
+``.ci/run`` installs it).
 """
 
 from __future__ import annotations
 
-import re
+import struct
 from pathlib import Path
 
 import pytest
 
 from fib_core.report import plots
-from fib_core.report.browser import INSTALL_HINT, find_browser, render_dom, screenshot
+from fib_core.report.browser import INSTALL_HINT, Page, find_browser, screenshot
 from fib_core.report.html import ReportSection, build_html
+from fib_core.report.ledger import GitState, new_record
 
 pytestmark = pytest.mark.skipif(find_browser() is None, reason=INSTALL_HINT)
+
+WIDTH = 1400
+# Each plot's tick labels as boxes, and whether any two neighbours on one axis overlap.
+_TICK_OVERLAPS = """
+(() => Array.from(document.querySelectorAll('figure.plot svg')).map(svg => {
+  const boxes = sel => Array.from(svg.querySelectorAll(sel))
+    .filter(t => t.textContent.trim() !== '').map(t => t.getBoundingClientRect());
+  const clash = (list, horizontal) => list.some((a, i) => list.slice(i + 1).some(b =>
+    horizontal ? (a.left < b.right - 1 && b.left < a.right - 1 && Math.abs(a.top - b.top) < 4)
+               : (a.top < b.bottom - 1 && b.top < a.bottom - 1 && Math.abs(a.left - b.left) < 40)));
+  const x = boxes('g[id^="xtick_"] text'), y = boxes('g[id^="ytick_"] text');
+  const r = svg.getBoundingClientRect();
+  return {width: r.width, height: r.height, xticks: x.length, yticks: y.length,
+          overlap: clash(x, true) || clash(y, false)};
+}))()
+"""
+_VISIBLE = """
+((column) => {
+  const table = document.querySelector('table.workloads');
+  const names = Array.from(table.tHead.rows[0].cells).map(th => th.textContent);
+  const k = names.indexOf(column);
+  return Array.from(table.tBodies[0].rows).filter(r => !r.hidden)
+    .map(r => r.cells[k].getAttribute('data-v') ?? r.cells[k].textContent);
+})
+"""
+
+
+def _click(page: Page, column: str) -> None:
+    page.evaluate(
+        "Array.from(document.querySelectorAll('table.workloads th'))"
+        f".find(th => th.textContent === {column!r}).click()"
+    )
+
+
+def _visible(page: Page, column: str) -> list[str]:
+    return page.evaluate(f"{_VISIBLE}({column!r})")
+
+
+def _choose(page: Page, which: str, value: str) -> str:
+    """Pick ``value`` in the status or shape filter; the filter's own count line after it."""
+    return page.evaluate(
+        f"(() => {{ const s = document.querySelector('div.filters select.{which}');"
+        f" s.value = {value!r}; s.dispatchEvent(new Event('change'));"
+        " return document.querySelector('div.filters .shown').textContent; })()"
+    )
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+@pytest.fixture
+def decode_page(tmp_path: Path, mkrow, mkrun, spread) -> Path:
+    """A GDN decode GPU report: 4 batch sizes x 3 workloads, the baseline measured, one
+    workload failing, a previous run and a history of three runs (two of one solution)."""
+    def run(factor: float, solution: str, hour: int):
+        rows = []
+        for batch in (1, 4, 16, 64):
+            for k in range(3):
+                ms = (0.002 + 0.0003 * batch) * factor * (1 + 0.01 * k)
+                ref = (2.0 + 2.5 * batch) * (1 + 0.4 * k)
+                row = mkrow(f"b{batch}-{k}", latency=ms, speedup=ref / ms,
+                           reference_latency_ms=ref, axes={"batch_size": batch},
+                           spread=spread(ms * 0.97, ms * 1.04), floor_ms=ms * 0.6,
+                           roofline_fraction=0.6, samples=150, timing_method="profiler",
+                           clocks="SM 1980/1980 MHz, mem 2619 MHz",
+                           l2_policy="flushed before each call", floor_peak="3350 GB/s (H100 SXM)")
+                rows.append(row)
+        rows.append(mkrow("b64-bad", "INCORRECT_NUMERICAL", axes={"batch_size": 64}))
+        results = mkrun(rows)
+        results.contest = {"baseline": "flashinfer_wrapper_9b7f1e", "baseline_latency_ms": {
+            r.uuid: r.latency_ms * 1.3 for r in rows if r.passed}}
+        rec = new_record(results, root=None, solution_name="s", solution_hash=solution * 64,
+                         config={}, git=GitState(solution * 40, False, "main"))
+        rec.created = f"2026-03-0{hour}T10:00:00+00:00"
+        return rec
+
+    first, second, third = run(1.2, "1", 1), run(1.0, "2", 2), run(1.01, "2", 3)
+    page = tmp_path / "decode.html"
+    page.write_text(build_html([ReportSection(third, previous=second,
+                                              history=[first, second, third])]))
+    return page
 
 
 def test_the_console_check_sees_a_broken_page(tmp_path: Path) -> None:
@@ -24,22 +112,81 @@ def test_the_console_check_sees_a_broken_page(tmp_path: Path) -> None:
         "<!DOCTYPE html><html><body><p>x</p>"
         "<script>console.error('deliberate'); notDefined();</script></body></html>"
     )
-    found = render_dom(page).console
+    with Page(page) as opened:
+        found = opened.errors
     assert any("deliberate" in m for m in found)
     assert any("notDefined" in m for m in found)
 
 
-def test_report_renders_without_console_messages(tmp_path: Path, mkrecord) -> None:
-    prev = mkrecord({1: 0.010, 64: 0.200, 256: 1.0}, solution_hash="1" * 64)
-    cur = mkrecord({1: 0.008, 64: 0.202}, failed={256: "bad <values>"}, solution_hash="2" * 64)
-    page = tmp_path / "report.html"
-    page.write_text(build_html([ReportSection(cur, previous=prev, history=[prev, cur])]))
-    rendered = render_dom(page)
-    assert rendered.console == []
-    dom = rendered.dom
-    for uuid in ("wl-b1", "wl-b64", "wl-b256"):
-        assert f'data-uuid="{uuid}"' in dom
-    if plots.plots_available():
-        assert len(re.findall(r"<svg\b", dom)) == 5  # parsed as SVG elements by the browser
-    png = screenshot(page, tmp_path / "report.png", height=800)
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+@pytest.mark.skipif(not plots.plots_available(), reason="matplotlib is not installed")
+def test_plots_render_at_full_width_without_overlapping_labels(decode_page: Path) -> None:
+    with Page(decode_page, width=WIDTH) as page:
+        figures = page.evaluate(_TICK_OVERLAPS)
+        kinds = page.evaluate(
+            "Array.from(document.querySelectorAll('figure.plot')).map(f => f.dataset.plot)"
+        )
+        titles = page.evaluate("Array.from(document.querySelectorAll('svg text'))"
+                               ".map(t => t.textContent).join('|')")
+        assert page.errors == [] and page.messages == []
+    assert kinds == ["latency", "speedup", "roofline", "overlay", "history"]
+    for fig in figures:
+        assert fig["width"] > 1000 and fig["height"] > 200, fig
+        assert fig["xticks"] >= 2 and fig["yticks"] >= 2 and not fig["overlap"], fig
+    for text in ("Your kernel per shape", "The Python reference (its own axis)", "roofline floor",
+                 "FlashInfer baseline", "batch_size", "03-02 10:00"):
+        assert text in titles
+
+
+def test_workload_table_sorts_filters_and_keeps_its_header(decode_page: Path) -> None:
+    with Page(decode_page, width=WIDTH, height=900) as page:
+        _click(page, "latency")
+        ups = _visible(page, "latency")
+        _click(page, "latency")
+        downs = _visible(page, "latency")
+        _click(page, "shape")
+        shapes = _visible(page, "shape")
+        failed_count = _choose(page, "status", "failed")
+        failed = _visible(page, "status")
+        _choose(page, "status", "")
+        shape_count = _choose(page, "shape", "batch_size=4")
+        four = _visible(page, "shape")
+        align = page.evaluate(
+            "Array.from(document.querySelectorAll('table.workloads th'))"
+            ".map(th => th.textContent + ':' + getComputedStyle(th).textAlign)"
+        )
+        _choose(page, "shape", "")
+        header_gap = page.evaluate(
+            "(() => { const box = document.querySelector('div.scroll');"
+            " box.scrollIntoView(); box.scrollTop = 200;"
+            " const th = box.querySelector('thead th');"
+            " return th.getBoundingClientRect().top - box.getBoundingClientRect().top; })()"
+        )
+        assert page.errors == [] and page.messages == []
+    numbers = [float(v) for v in ups if v not in ("", "-")]
+    assert numbers == sorted(numbers) and len(numbers) == 12
+    assert ups[-1] == "-"  # the failed workload has no latency: unknowns sort last
+    assert [float(v) for v in downs[:12]] == sorted(numbers, reverse=True)
+    assert shapes[0].startswith("000000000001") and shapes[-1].startswith("000000000064")
+    assert failed == ["INCORRECT_NUMERICAL"] and failed_count == "1 of 13 workloads shown"
+    assert shape_count == "3 of 13 workloads shown" and len(four) == 3
+    assert "latency:right" in align and "shape:left" in align and "% roofline:right" in align
+    assert abs(header_gap) <= 2  # the header sticks to the top of the scrolled table
+
+
+def test_cpu_smoke_report_renders_cleanly(tmp_path: Path, mkrecord) -> None:
+    cpu = mkrecord({1: 5.0, 4: 6.0, 8: 8.0}, device="cpu")
+    for row in cpu.results.rows:  # as a CPU smoke run records them: the reference not timed
+        row.speedup = row.reference_latency_ms = row.floor_ms = row.roofline_fraction = None
+        row.timing_method, row.l2_policy = "wall-clock", "not flushed (CPU)"
+    page = tmp_path / "cpu.html"
+    page.write_text(build_html([ReportSection(cpu)]))
+    with Page(page, width=WIDTH) as opened:
+        headline = opened.evaluate("document.querySelector('p.score').textContent")
+        columns = opened.evaluate("Array.from(document.querySelectorAll("
+                                  "'table.workloads th')).map(th => th.textContent)")
+        assert opened.errors == [] and opened.messages == []
+    assert headline.startswith("No score: CPU smoke run, correctness only")
+    assert {"timing", "clocks", "L2", "samples", "max rel err", "roofline floor"} <= set(columns)
+    png = screenshot(page, tmp_path / "cpu.png", width=WIDTH)
+    width, height = _png_size(png)
+    assert width == WIDTH and height > 600

@@ -186,3 +186,23 @@ def test_engine_warnings_are_collected_once():
                                      "CUDA events include launch overhead"]})
     row = RunResults.from_traces([t], DEF).rows[0]
     assert row.warnings == ["input 'x' was modified in place", "CUDA events include launch overhead"]
+
+
+def test_the_conditions_of_a_measurement_are_read_from_the_trace():
+    """Clocks, the L2's treatment, samples and the roofline's assumed peak: a latency is only
+    valid under them, so the report shows them per workload."""
+    smi = {"clocks_sm": "1755", "clocks_max_sm": "1980", "clocks_mem": "2619"}
+    gpu = trace("g", latency=0.01, batch=4, ev_extra={"clocks": smi, "device": "cuda"},
+                perf_extra={"timing_method": "profiler", "iterations": 50, "num_trials": 3})
+    (row,) = RunResults.from_traces([gpu], DEF).rows
+    assert row.clocks == "SM 1755/1980 MHz, mem 2619 MHz"
+    assert row.l2_policy == "flushed before each call" and row.samples == 150
+    assert row.floor_peak == "3350 GB/s (H100 SXM)" and row.floor_ms > 0  # memory-bound decode
+    told = trace("t", perf_extra={"timing_method": "events", "l2_policy": "warm (not flushed)"})
+    assert RunResults.from_traces([told], DEF).rows[0].l2_policy == "warm (not flushed)"
+    cpu = trace("c", hardware="CPU (x86_64)", ev_extra={"device": "cpu"},
+                perf_extra={"timing_method": "wall-clock"})
+    (row,) = RunResults.from_traces([cpu], DEF).rows
+    assert (row.l2_policy, row.clocks, row.floor_peak) == ("not flushed (CPU)", None, None)
+    again = type(row).from_dict(row.to_dict())  # and they survive a results file
+    assert (again.l2_policy, again.clocks) == (row.l2_policy, row.clocks)
