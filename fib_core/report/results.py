@@ -116,6 +116,12 @@ class WorkloadResult:
     decided_by: str = ""
     # Timed calls behind ``latency_ms`` (None: unknown); one sample carries no spread.
     samples: int | None = None
+    # The datasheet peak the roofline floor assumes ("3350 GB/s (H100 SXM)"), the GPU clocks
+    # the worker read before timing ("SM 1980/1980 MHz, mem 2619 MHz") and what was done to
+    # the L2 cache between timed calls: the conditions a latency is only valid under.
+    floor_peak: str | None = None
+    clocks: str | None = None
+    l2_policy: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.uuid, str) or not self.uuid:
@@ -184,6 +190,9 @@ class WorkloadResult:
             "warnings": list(self.warnings),
             "decided_by": self.decided_by,
             "samples": self.samples,
+            "floor_peak": self.floor_peak,
+            "clocks": self.clocks,
+            "l2_policy": self.l2_policy,
         }
 
     @classmethod
@@ -209,6 +218,9 @@ class WorkloadResult:
             warnings=list(d.get("warnings") or []),
             decided_by=str(d.get("decided_by") or ""),
             samples=d.get("samples"),
+            floor_peak=d.get("floor_peak"),
+            clocks=d.get("clocks"),
+            l2_policy=d.get("l2_policy"),
         )
 
 
