@@ -1,15 +1,16 @@
 """Check, audit and tag a submission: one submission-<definition>-vN tag per definition.
 
-    python scripts/submit.py --dry-run            # every check, no tag
+    python scripts/submit.py --dry-run            # every check, no tag (on a GPU machine)
     python scripts/submit.py                      # ... then the tags, and the push command
     python scripts/submit.py --definition gdn_prefill_qk4_v8_d128_k_last
-    python scripts/submit.py --allow-smoke        # no GPU: accept a CPU correctness check
+    python scripts/submit.py --dry-run --allow-smoke   # no GPU: a CPU correctness check
 
 Needs a committed tree. Each definition is packed, audited (README, "Submission audit") and
 must pass the organizers' settings on a GPU: a passing run of the same solution hash in
 runs/ledger.jsonl (from run_local.py --contest) is accepted, otherwise it runs now. Without a
 GPU those settings cannot run and nothing is tagged, unless --allow-smoke (the tag message then
-says it was a CPU smoke check only). Tags are made on commits whose config.toml names that one
+says it was a CPU smoke check only; a passing CPU run of the same hash and settings in the
+ledger is reused). Tags are made on commits whose config.toml names that one
 definition; your branch, index and working tree are left as they are.
 First of all, the dataset's files of the fork's definitions are validated (the layout,
 definition and workload categories of `python -m fib_core validate`); an error stops there.

@@ -98,6 +98,7 @@ def submit(
 ) -> int:
     """Run the submission steps; 0 when tagged (or a clean dry run), 1 when refused."""
     from rich.console import Console
+    from rich.markup import escape
 
     from fib_core.project.config import load_config
     from fib_core.project.tagging import repo_root, uncommitted
@@ -123,10 +124,12 @@ def submit(
     plans = [check_definition(config_path, name, options, console, evaluate) for name in names]
     show_plan(plans, console, whole=options.definition is None, root=root)
     if not all(p.ready for p in plans):
-        console.print("[bold red]not tagged[/]: fix what is marked above, commit, run again")
+        console.print(f"[bold red]not tagged[/]: {escape(what_to_do(plans))}", highlight=False)
         return 1
     if options.dry_run:
-        console.print("dry run: everything checked, nothing tagged")
+        again = "python scripts/submit.py" + (" --allow-smoke" if options.allow_smoke else "")
+        console.print(f"dry run: everything checked, nothing tagged; `{again}` tags",
+                      highlight=False)
         return 0
     return make_tags(config_path, plans, console)
 
@@ -170,23 +173,47 @@ def check_definition(
     for suspect in audit_solution(plan.solution):  # the harness-tampering audit: shown only
         console.print(f"  [yellow]{escape(f'warning: {suspect} [tampering]')}[/]", highlight=False)
     if plan.errors:
-        plan.refusal = "audit errors: not run"
+        plan.refusal = AUDIT_REFUSAL
         return plan
+    from fib_core.project.runflow import resolve_device
+
+    smoke = resolve_device(None) == "cpu"
     if not options.rerun:
         plan.evidence = ledger_evidence(ws, plan.solution)
+        if plan.evidence is None and smoke and options.allow_smoke:
+            plan.evidence = smoke_ledger_evidence(ws, plan.solution)
     if plan.evidence is None:
-        from fib_core.project.runflow import resolve_device
-
-        smoke = resolve_device(None) == "cpu"
         if smoke and not options.allow_smoke:
-            plan.refusal = (
-                "no GPU here: the organizers' settings cannot run, and the ledger holds no "
-                "passing contest run of this solution hash; run on a GPU machine "
-                "(or pass --allow-smoke to accept a CPU correctness check only)"
-            )
+            plan.refusal = NO_GPU_REFUSAL
             return plan
         plan.evidence = evaluate(ws, plan.solution, smoke, console)
     return plan
+
+
+AUDIT_REFUSAL = "audit errors: not run"
+NO_GPU_REFUSAL = (
+    "no GPU here: the organizers' settings cannot run, and the ledger holds no passing "
+    "contest run of this solution hash"
+)
+
+
+def what_to_do(plans: list[DefinitionPlan]) -> str:
+    """The one next step for a refused submission, for the first reason that applies."""
+    failed = [p.definition for p in plans
+              if p.evidence is not None and not p.evidence.passed]
+    if any(p.solution is None or p.errors for p in plans):
+        return "fix the errors marked above, commit, and run submit.py again"
+    if failed:
+        names = " ".join(f"--definition {d}" for d in failed[:1])
+        return (f"{', '.join(failed)} failed: see the failures above (python "
+                f"scripts/run_local.py {names} reruns it), fix, commit, run submit.py again")
+    if any(p.refusal == NO_GPU_REFUSAL for p in plans):
+        return (
+            "no GPU here, and no passing contest run in the ledger: run "
+            "`python scripts/submit.py` on a GPU machine (or run_local.py --contest there "
+            "first), or pass --allow-smoke to check and tag after a CPU correctness check only"
+        )
+    return "see the plan above"
 
 
 def ledger_evidence(ws: Workspace, solution: Solution) -> Evidence | None:
@@ -221,6 +248,38 @@ def ledger_evidence(ws: Workspace, solution: Solution) -> Evidence | None:
                     summary.score,
                     f"run {record.run_id} on {record.results.gpu_name or 'GPU'}, "
                     f"{summary.passed}/{summary.total} passed",
+                )
+    return None
+
+
+def smoke_ledger_evidence(ws: Workspace, solution: Solution) -> Evidence | None:
+    """A passing CPU smoke run of this exact solution in the ledger, made with the settings
+    the smoke check would use now (a plain ``run_local.py`` or ``--quick`` run on this CPU),
+    or None: ``--allow-smoke`` then needs no second minute-long run."""
+    from fib_core.project.recording import run_config
+    from fib_core.project.runflow import RunOptions, make_request
+    from fib_core.report.ledger import LEDGER_RELPATH, load_ledger
+    from fib_core.report.summary import summarize
+
+    name = ws.definition.name
+    wanted = run_config(make_request(ws.cfg, solution, RunOptions(quick=True), "cpu"))
+    wanted.pop("cross_check", None)
+    for record in reversed(load_ledger(ws.cfg.root / LEDGER_RELPATH)):
+        settings = {k: v for k, v in record.config.items() if k != "cross_check"}
+        if (
+            record.definition == name
+            and record.solution_hash == solution.hash()
+            and record.device == "cpu"
+            and settings == wanted
+        ):
+            summary = summarize(record.results)
+            if summary.all_passed and summary.total:
+                return Evidence(
+                    SMOKE,
+                    True,
+                    None,
+                    f"run {record.run_id} from the ledger, {summary.passed}/{summary.total} "
+                    "quick workloads correct, no timing",
                 )
     return None
 

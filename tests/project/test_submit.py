@@ -265,6 +265,34 @@ def test_real_cpu_smoke_of_the_track_then_tags(fork: Path) -> None:
     for definition in (DECODE, PREFILL):
         message = git(fork, "tag", "-l", "--format=%(contents)", f"submission-{definition}-v1")
         assert "CPU smoke check only" in message
+    again = subprocess.run(  # the runs just made are in the ledger: nothing runs again
+        [sys.executable, "scripts/submit.py", "--dry-run", "--allow-smoke"],
+        cwd=fork, capture_output=True, text=True, timeout=600,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(fork), "HOME": str(fork)},
+    )
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert again.stdout.count("from the ledger, 1/1 quick workloads correct") == 2
+    assert "PASSED" not in again.stdout  # no progress line: no workload ran
+
+
+def _record_smoke_run(fork: Path, definition: str, **flags) -> str:
+    """Append to the fork's ledger a passing CPU run of ``definition`` recorded as
+    run_local.py records one (its settings from the same request), run id returned."""
+    from fib_core.project.recording import RunRecording
+    from fib_core.project.runflow import RunOptions, make_request
+    from fib_core.project.workspace import open_workspace
+    from fib_core.report.results import CPU_SMOKE_MODE, RunResults, WorkloadResult
+
+    ws = open_workspace(fork / "config.toml", definition)
+    solution = ws.pack()
+    request = make_request(ws.cfg, solution, RunOptions(flags=flags), "cpu")
+    recording = RunRecording.for_run(fork, solution, request)
+    rows = [WorkloadResult(uuid=t.workload.uuid, axes=dict(t.workload.axes), status="PASSED",
+                           latency_ms=900.0) for t in ws.trace_set.workloads[definition][:3]]
+    results = RunResults(definition=definition, solution=solution.name, device="cpu",
+                         mode=CPU_SMOKE_MODE, rows=rows)
+    assert recording.keep(results, _console()[0]) == []
+    return recording.recorded.run_id
 
 
 def _record_contest_run(fork: Path, definition: str, *, quick: bool = False, fail: bool = False):
@@ -340,6 +368,40 @@ def test_ledger_runs_that_do_not_prove_the_submission_are_not_used(
     run = Recorder({DECODE: 2.0, PREFILL: 1.0})
     assert submit(fork / "config.toml", SubmitOptions(dry_run=True), _console()[0], run) == 0
     assert sorted(run.calls) == [(DECODE, False), (PREFILL, False)]
+
+
+def test_without_a_gpu_a_passing_smoke_run_in_the_ledger_is_reused(
+    fork: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runflow, "resolve_device", lambda requested: "cpu")
+    decode = _record_smoke_run(fork, DECODE)  # as a plain run_local.py on this CPU
+    _record_smoke_run(fork, PREFILL, workloads=(PREFILL_SMALLEST,))  # other settings
+    run = Recorder({DECODE: 0.0, PREFILL: 0.0})
+    console, out = _console()
+    options = SubmitOptions(dry_run=True, allow_smoke=True)
+    assert submit(fork / "config.toml", options, console, evaluate=run) == 0
+    assert run.calls == [(PREFILL, True)]  # the filtered prefill run proves nothing
+    assert f"run {decode} from the ledger, 3/3 quick workloads correct" in out.getvalue()
+    assert "`python scripts/submit.py --allow-smoke` tags" in out.getvalue()
+    run = Recorder({DECODE: 0.0, PREFILL: 0.0})
+    options = SubmitOptions(dry_run=True, allow_smoke=True, rerun=True)
+    assert submit(fork / "config.toml", options, _console()[0], evaluate=run) == 0
+    assert sorted(run.calls) == [(DECODE, True), (PREFILL, True)]
+
+
+def test_a_refusal_says_the_one_next_step(fork: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runflow, "resolve_device", lambda requested: "cpu")
+    console, out = _console()
+    assert submit(fork / "config.toml", SubmitOptions(dry_run=True), console, Recorder({})) == 1
+    last = " ".join(out.getvalue().split("not tagged:")[-1].split())
+    assert "commit" not in last  # the tree is committed: that is not what is missing
+    assert "on a GPU machine" in last and "--allow-smoke" in last
+    monkeypatch.setattr(runflow, "resolve_device", lambda requested: "cuda")
+    console, out = _console()
+    failing = Recorder({DECODE: 1.0, PREFILL: 1.0}, passed=False)
+    assert submit(fork / "config.toml", SubmitOptions(), console, failing) == 1
+    last = " ".join(out.getvalue().split("not tagged:")[-1].split())
+    assert f"{DECODE}, {PREFILL} failed" in last and "run_local.py --definition" in last
 
 
 def test_track_run_helpers(tmp_path: Path) -> None:
