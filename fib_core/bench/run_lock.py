@@ -82,15 +82,14 @@ def merge_stored_traces(trace_set: Any, definition: str) -> int:
     """Add to ``trace_set`` the traces of ``definition`` that its files hold but its memory does
     not (appended by another run since it was loaded); returns how many were added."""
     from fib_core.data.json_io import load_jsonl
-    from fib_core.data.trace import ParseCache, Trace
+    from fib_core.data.trace import Trace
 
     if trace_set.root is None:
         return 0
     known = {_key(t) for t in trace_set.traces.get(definition, [])}
-    cache = ParseCache()
     added = 0
     for file in sorted((Path(trace_set.root) / "traces").rglob(f"{definition}.jsonl")):
-        for trace in load_jsonl(file, Trace, cache=cache):
+        for trace in load_jsonl(file, Trace):
             if trace.is_workload_trace() or trace.definition != definition:
                 continue
             key = _key(trace)

@@ -1,16 +1,18 @@
 """The FlashInfer-Trace data model: definitions, workloads, solutions, traces, and TraceSet.
 
-Importing this package never imports torch; only blob and dtype helpers do, when called.
-The organizers' spellings (``load_json_file``, ``save_jsonl_file``, ``from_json``...) are the
-same readers and writers under their names: see :mod:`.json_codec`.
+The models are pydantic v2 models, as in the organizers' package: ``model_validate``,
+``model_dump_json``, ``model_copy`` and ``model_json_schema`` work on each. Importing this
+package never imports torch; only blob and dtype helpers do, when called. The organizers' file
+helpers (``load_json_file``, ``save_jsonl_file``, ``from_json``...) are in :mod:`.json_codec`.
 """
 
 from __future__ import annotations
 
-from .definition import AxisConst, AxisVar, Definition, TensorSpec
+from .definition import AxisConst, AxisSpec, AxisVar, Definition, TensorSpec
 from .dtypes import DTYPE_NAMES, dtype_name, torch_dtype
 from .errors import BaselineError, DatasetError, DatasetNotFoundError, UnknownDefinitionError
 from .json_codec import (
+    append_jsonl_file,
     from_json,
     load_json_file,
     load_jsonl_file,
@@ -26,7 +28,7 @@ from .json_io import (
     load_json,
     load_jsonl,
 )
-from .solution import BuildSpec, Solution, SourceFile, SupportedLanguages
+from .solution import BuildSpec, Solution, SourceFile, SupportedBindings, SupportedLanguages
 from .trace import Correctness, Environment, Evaluation, EvaluationStatus, Performance, Trace
 from .traceset import TraceSet, default_dataset_root
 from .workload import InputSpec, RandomInput, SafetensorsInput, ScalarInput, Workload
@@ -36,6 +38,7 @@ InputDesc = InputSpec  # the organizers' name of the input-kind union
 __all__ = [
     "DTYPE_NAMES",
     "AxisConst",
+    "AxisSpec",
     "AxisVar",
     "BaselineError",
     "BuildSpec",
@@ -54,6 +57,7 @@ __all__ = [
     "ScalarInput",
     "Solution",
     "SourceFile",
+    "SupportedBindings",
     "SupportedLanguages",
     "TensorSpec",
     "Trace",
@@ -62,6 +66,7 @@ __all__ = [
     "UnknownDefinitionError",
     "Workload",
     "append_jsonl",
+    "append_jsonl_file",
     "default_dataset_root",
     "dtype_name",
     "dump_json",

@@ -9,118 +9,69 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
 
 from fib_core.errors import SchemaError
 
-from . import _schema as s
-from .dtypes import DTYPE_NAMES, is_dtype_name
+from .dtypes import DTYPE_NAMES
+from .fields import Bool, FileName, NonEmptyStr, NonNegativeInt, Str
+from .model import OpenRecord
+from .validation import rule_error
+
+DTypeName = Literal[DTYPE_NAMES]  # type: ignore[valid-type]
 
 
-class _AxisRecord(s.Record):
-    """What both axis kinds share: the ``type`` tag the format writes first, an optional
-    description, unknown keys kept."""
-
-    TAGS = ("type",)
-    type: ClassVar[str]
-    description: str | None
-    extra: dict[str, Any]
-    _keys: tuple[str, ...] | None
-
-    def __post_init__(self) -> None:
-        s.check_opt_str(self.description, "description")
-
-    def _sizes(self) -> dict[str, Any]:
-        return {}
-
-    def to_dict(self) -> dict:
-        out: dict[str, Any] = {"type": self.type, **self._sizes()}
-        s.put_optional(out, self._keys, "description", self.description)
-        return s.with_unknown(out, self.extra, self._keys)
-
-
-@dataclass
-class AxisConst(_AxisRecord):
+class AxisConst(OpenRecord):
     """An axis whose size is fixed by the definition (``{"type": "const", "value": N}``)."""
 
-    value: int
-    description: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    POSITIONAL = ("value", "description")
+    ALWAYS = frozenset({"type"})
 
-    type: ClassVar[str] = "const"
-
-    def __post_init__(self) -> None:
-        s.check_int(self.value, "value")
-        super().__post_init__()
-
-    def _sizes(self) -> dict[str, Any]:
-        return {"value": self.value}
+    type: Literal["const"] = "const"
+    """The tag that marks a constant axis."""
+    value: NonNegativeInt
+    """The axis size."""
+    description: Str | None = None
+    """What the axis stands for."""
 
 
-@dataclass
-class AxisVar(_AxisRecord):
+class AxisVar(OpenRecord):
     """An axis whose size each workload chooses (``{"type": "var"}``)."""
 
-    description: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    POSITIONAL = ("description",)
+    ALWAYS = frozenset({"type"})
 
-    type: ClassVar[str] = "var"
-
-
-Axis = AxisConst | AxisVar
-
-
-def axis_from_dict(d: Any) -> Axis:
-    """Parse one entry of ``axes``, dispatching on its ``type``."""
-    s.as_object(d, "")
-    kind = s.require(d, "type", "")
-    if kind == "const":
-        return AxisConst.from_dict(d)
-    if kind == "var":
-        return AxisVar.from_dict(d)
-    raise SchemaError('"const" or "var"', field="type", found=kind)
+    type: Literal["var"] = "var"
+    """The tag that marks a variable axis."""
+    description: Str | None = None
+    """What the axis stands for."""
 
 
-@dataclass
-class TensorSpec(s.Record):
+Axis = Annotated[AxisConst | AxisVar, Field(discriminator="type")]
+AxisSpec = Axis  # the organizers' name of the axis union
+
+
+class TensorSpec(OpenRecord):
     """One input or output: its shape as axis names (None = Python scalar, [] = 0-d tensor)."""
 
-    shape: list[str] | None
-    dtype: str
-    description: str | None = None
-    optional: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
-    _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    POSITIONAL = ("shape", "dtype", "description", "optional")
 
-    def __post_init__(self) -> None:
-        if self.shape is not None:
-            s.check_str_list(self.shape, "shape")
-        if not is_dtype_name(self.dtype):
-            raise SchemaError(
-                f"a known dtype (one of {', '.join(DTYPE_NAMES)})",
-                field="dtype",
-                found=self.dtype,
-                hint="unknown dtype",
-            )
-        s.check_opt_str(self.description, "description")
-        s.check_bool(self.optional, "optional")
+    shape: list[NonEmptyStr] | None
+    """Axis names, outermost first; null for a Python scalar argument."""
+    dtype: DTypeName
+    """Element type, one of the format's dtype names."""
+    description: Str | None = None
+    """What the tensor holds."""
+    optional: Bool = False
+    """True when the caller may pass None for this input."""
 
     @property
     def is_scalar(self) -> bool:
         """True for a Python scalar argument (``shape`` null in the file)."""
         return self.shape is None
-
-    def to_dict(self) -> dict:
-        out: dict[str, Any] = {
-            "shape": list(self.shape) if self.shape is not None else None,
-            "dtype": self.dtype,
-        }
-        s.put_optional(out, self._keys, "description", self.description)
-        s.put_optional(out, self._keys, "optional", self.optional, False)
-        return s.with_unknown(out, self.extra, self._keys)
 
 
 # Names a constraint expression may call besides the axes and tensors.
@@ -136,63 +87,61 @@ class _Constraint:
     names: frozenset[str]
 
 
-@dataclass
-class Definition(s.Record):
-    """An operator contract: axes, inputs and outputs in call order, constraints, reference."""
+class Definition(OpenRecord):
+    """An operator contract: axes, inputs and outputs in call order, constraints, reference.
 
-    name: str
-    op_type: str
-    axes: dict[str, Axis]
-    inputs: dict[str, TensorSpec]
-    outputs: dict[str, TensorSpec]
-    reference: str
-    tags: list[str] = field(default_factory=list)
-    description: str | None = None
-    constraints: list[str] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
-    _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    >>> d = Definition.model_validate({
+    ...     "name": "scale", "op_type": "toy", "axes": {"n": {"type": "var"}},
+    ...     "inputs": {"x": {"shape": ["n"], "dtype": "float32"}},
+    ...     "outputs": {"y": {"shape": ["n"], "dtype": "float32"}},
+    ...     "reference": "def run(x):\\n    return x * 2\\n"})
+    >>> d.var_axes, d.get_input_shapes({"n": 3})
+    (['n'], {'x': [3]})
+    """
 
-    PARSE = {
-        "axes": lambda raw: s.parse_entries(raw, "axes", axis_from_dict),
-        "inputs": lambda raw: s.parse_entries(raw, "inputs", TensorSpec.from_dict),
-        "outputs": lambda raw: s.parse_entries(raw, "outputs", TensorSpec.from_dict),
-    }
+    name: FileName
+    """Unique name of the definition (also a file and folder name)."""
+    description: Str | None = None
+    """What the operator computes."""
+    op_type: FileName
+    """The operator family (gemm, gqa_paged, moe, ...); a folder name in the dataset."""
+    tags: list[NonEmptyStr] = Field(default_factory=list)
+    """Labels for grouping and filtering."""
+    axes: dict[NonEmptyStr, Axis]
+    """The symbolic dimensions the shapes name."""
+    constraints: list[NonEmptyStr] = Field(default_factory=list)
+    """Python boolean expressions over axis names (and tensors) every workload satisfies."""
+    inputs: dict[NonEmptyStr, TensorSpec]
+    """Inputs in call order."""
+    outputs: dict[NonEmptyStr, TensorSpec]
+    """Outputs in call order; no name is also an input's."""
+    reference: NonEmptyStr
+    """Python source with a top-level ``run`` taking the inputs and returning the outputs."""
 
-    def __post_init__(self) -> None:
-        s.check_file_name(self.name, "name")
-        s.check_file_name(self.op_type, "op_type")
-        s.check_opt_str(self.description, "description")
-        s.check_str_list(self.tags, "tags")
-        s.check_str_list(self.constraints, "constraints")
-        s.check_str(self.reference, "reference")
-        for group in ("axes", "inputs", "outputs"):
-            s.as_object(getattr(self, group), group)
-        for axis_name, axis in self.axes.items():
-            if not isinstance(axis, (AxisConst, AxisVar)):
-                raise SchemaError("an AxisConst or AxisVar", field=f"axes.{axis_name}", found=axis)
-        self._check_tensors()
-        self._check_reference()
-        self._compiled_constraints()  # syntax errors surface at load time, with their index
-
-    def _check_tensors(self) -> None:
+    @model_validator(mode="after")
+    def _check_contract(self) -> Definition:
         for group in ("inputs", "outputs"):
             for tname, spec in getattr(self, group).items():
-                where = f"{group}.{tname}"
-                if not isinstance(spec, TensorSpec):
-                    raise SchemaError("a TensorSpec", field=where, found=spec)
                 for dim, axis_name in enumerate(spec.shape or ()):
                     if axis_name not in self.axes:
-                        raise SchemaError(
+                        raise rule_error(
                             f"an axis declared under 'axes' ({', '.join(self.axes) or 'none'})",
-                            field=f"{where}.shape[{dim}]",
+                            field=f"{group}.{tname}.shape[{dim}]",
                             found=axis_name,
                             hint="add the axis to 'axes' or fix the name",
                         )
         clash = sorted(set(self.inputs) & set(self.outputs))
         if clash:
-            raise SchemaError(
+            raise rule_error(
                 "input and output names to differ", field=f"outputs.{clash[0]}", found=clash[0]
             )
+        try:
+            self._check_reference()
+            self._compiled_constraints()  # syntax errors surface at load time, with their index
+        except SchemaError as err:
+            shown = {} if err.found is None else {"found": err.found}
+            raise rule_error(err.expected, field=err.field, hint=err.hint, **shown) from None
+        return self
 
     def _check_reference(self) -> None:
         try:
@@ -210,19 +159,6 @@ class Definition(s.Record):
                 self.__dict__["_signature"] = (self.reference, names)
                 return
         raise SchemaError("a top-level function named 'run'", field="reference")
-
-    def to_dict(self) -> dict:
-        keys = self._keys
-        out: dict[str, Any] = {"name": self.name}
-        s.put_optional(out, keys, "description", self.description)
-        out["op_type"] = self.op_type
-        s.put_optional(out, keys, "tags", list(self.tags), [])
-        out["axes"] = {k: v.to_dict() for k, v in self.axes.items()}
-        s.put_optional(out, keys, "constraints", list(self.constraints), [])
-        out["inputs"] = {k: v.to_dict() for k, v in self.inputs.items()}
-        out["outputs"] = {k: v.to_dict() for k, v in self.outputs.items()}
-        out["reference"] = self.reference
-        return s.with_unknown(out, self.extra, keys)
 
     # --- helpers the engine uses -------------------------------------------------------------
 
@@ -246,6 +182,11 @@ class Definition(s.Record):
         return found
 
     @property
+    def var_axes_bindings(self) -> dict[str, tuple[str, int]]:
+        """The organizers' name of :attr:`var_axis_bindings`."""
+        return self.var_axis_bindings
+
+    @property
     def input_names(self) -> list[str]:
         return list(self.inputs)
 
@@ -262,7 +203,10 @@ class Definition(s.Record):
                     field=f"axes.{axis_name}",
                     hint="the workload's 'axes' must give every var axis",
                 )
-            values[axis_name] = s.check_int(var_values[axis_name], f"axes.{axis_name}")
+            value = var_values[axis_name]
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise SchemaError("an integer >= 0", field=f"axes.{axis_name}", found=value)
+            values[axis_name] = value
         return values
 
     def _shapes(

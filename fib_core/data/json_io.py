@@ -1,26 +1,33 @@
-"""Reading and writing schema objects as JSON files and JSONL record streams.
+"""Dataset files on disk: reading with located errors, writing without half-written files.
 
-Loaders attach the file name and line number to every schema error, so a contestant sees where
-the bad record is. Writers never leave a half-written file behind (JSON: temp file + rename) and
-never let a crash-truncated JSONL line swallow the next record (append starts on a fresh line).
+The models (pydantic) parse and serialise one record; this module adds what a file needs on
+top. Loaders read standard JSON only (a bare ``NaN`` is refused: other tools cannot read it),
+skip a JSONL record a crash cut short, recognise a git-LFS pointer, and turn a validation
+error into one :class:`SchemaError` naming file, line and field. Writers never leave a
+half-written file behind (JSON: temp file + rename) and never let a crash-truncated JSONL line
+swallow the next record (append starts on a fresh line).
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import from_json
+
 from fib_core.atomic import atomic_write_text
 from fib_core.errors import LFS_POINTER_PREFIX, FibWarning, LfsPointerError, SchemaError
 
-from ._schema import write_float
+from .validation import schema_error
 
-T = TypeVar("T")
+T = TypeVar("T", bound=BaseModel)
 
 _LFS_TEXT = LFS_POINTER_PREFIX.decode("ascii")
 
@@ -87,16 +94,31 @@ def parse_json(text: str, path: Path, line: int | None = None) -> Any:
         raise _parse_error(err, text, path, line) from None
 
 
-def load_json(path: str | Path, cls: type[T]) -> T:
-    """Load one object of ``cls`` (a schema class with ``from_dict``) from a JSON file."""
-    path = Path(path)
-    raw = parse_json(_read_text(path), path)
+def validate(cls: type[T], raw: Any, path: Path | None = None, line: int | None = None) -> T:
+    """``cls.model_validate(raw)``; a bad value becomes one :class:`SchemaError` naming the file,
+    line and field."""
     try:
-        return cls.from_dict(raw)  # type: ignore[attr-defined]
-    except SchemaError as err:
-        raise err.located(path) from None
+        return cls.model_validate(raw)
+    except (ValidationError, RecursionError):
+        raise validate_error(cls, raw, path, line) from None
+
+
+def validate_error(cls: type, raw: Any, path: Path | None, line: int | None) -> SchemaError:
+    """The :class:`SchemaError` for a record ``cls`` refuses (validated again, alone, so the
+    field path is the record's own)."""
+    try:
+        cls.model_validate(raw)
+    except ValidationError as err:
+        return schema_error(err, raw).located(path, line)
     except RecursionError:
-        raise SchemaError(_TOO_DEEP, file=path, found="nesting too deep") from None
+        return SchemaError(_TOO_DEEP, file=path, line=line, found="nesting too deep")
+    raise AssertionError(f"{cls.__name__} accepted the record it refused")  # pragma: no cover
+
+
+def load_json(path: str | Path, cls: type[T]) -> T:
+    """Load one ``cls`` (a pydantic model) from a JSON file."""
+    path = Path(path)
+    return validate(cls, parse_json(_read_text(path), path), path)
 
 
 def is_truncated_json(text: str) -> bool:
@@ -124,7 +146,7 @@ def is_truncated_json(text: str) -> bool:
     return in_string or depth > 0
 
 
-def iter_jsonl(path: str | Path) -> Iterable[tuple[int, Any]]:
+def iter_jsonl(path: str | Path) -> list[tuple[int, Any]]:
     """(line number, parsed JSON) for each non-blank line; interrupted records are skipped.
 
     A record cut short by a crash is skipped with a :class:`TruncatedRecordWarning`, wherever it
@@ -132,54 +154,80 @@ def iter_jsonl(path: str | Path) -> Iterable[tuple[int, Any]]:
     undecodable line is an error naming the file and line.
     """
     path = Path(path)
-    text = _read_text(path)
-    loads = json.loads
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line or line.isspace():
-            continue
+    numbered = [
+        (lineno, line)
+        for lineno, line in enumerate(_read_text(path).split("\n"), start=1)
+        if line and not line.isspace()
+    ]
+    # A sound file (nearly all) is parsed in one call of pydantic-core's parser; any problem
+    # (a bad or cut line, a bare NaN, deep nesting) goes line by line for the located message.
+    try:
+        values = from_json("[" + ",".join(line for _, line in numbered) + "]", allow_inf_nan=False)
+    except ValueError:
+        values = None
+    if isinstance(values, list) and len(values) == len(numbered):
+        return [(lineno, value) for (lineno, _), value in zip(numbered, values, strict=True)]
+    return _parse_lines(path, numbered)
+
+
+def _parse_lines(path: Path, numbered: list[tuple[int, str]]) -> list[tuple[int, Any]]:
+    out = []
+    for lineno, line in numbered:
         try:
-            yield lineno, loads(line, parse_constant=_reject_constant)
+            out.append((lineno, json.loads(line, parse_constant=_reject_constant)))
         except (json.JSONDecodeError, _NonStandardJson, RecursionError) as err:
             if isinstance(err, json.JSONDecodeError) and is_truncated_json(line):
                 warnings.warn(
                     f"{path}:{lineno}: skipped an incomplete record (an interrupted write?)",
                     TruncatedRecordWarning,
-                    stacklevel=2,
+                    stacklevel=3,
                 )
                 continue
             raise _parse_error(err, line, path, lineno) from None
-
-
-def load_jsonl(path: str | Path, cls: type[T], **from_dict_kwargs: Any) -> list[T]:
-    """Load every record of a JSONL file as ``cls``; errors name the file and line.
-
-    ``from_dict_kwargs`` go to ``cls.from_dict`` (e.g. ``cache=`` for :class:`Trace`).
-    """
-    path = Path(path)
-    from_dict = cls.from_dict  # type: ignore[attr-defined]
-    if from_dict_kwargs:
-        from_dict = functools.partial(from_dict, **from_dict_kwargs)
-    out = []
-    for lineno, raw in iter_jsonl(path):
-        try:
-            out.append(from_dict(raw))
-        except SchemaError as err:
-            raise err.located(path, lineno) from None
-        except RecursionError:
-            raise SchemaError(_TOO_DEEP, file=path, line=lineno, found="nesting too deep") from None
     return out
 
 
-def to_json_data(obj: Any) -> Any:
-    """Schema objects become dicts via ``to_dict``; plain JSON data passes through."""
-    to_dict = getattr(obj, "to_dict", None)
-    return to_dict() if callable(to_dict) else obj
+def iter_records(path: str | Path, cls: type[T]) -> list[tuple[int, T]]:
+    """(line number, record) for every record of a JSONL file, validated as ``cls`` (a
+    pydantic model); an error names the file, line and field."""
+    path = Path(path)
+    numbered = iter_jsonl(path)
+    try:  # the whole file in one call into pydantic-core: no Python between records
+        records = _list_adapter(cls).validate_python([raw for _, raw in numbered])
+    except ValidationError as err:
+        index = err.errors(include_url=False)[0]["loc"][0]
+        lineno, raw = numbered[index]
+        raise validate_error(cls, raw, path, lineno) from None
+    except RecursionError:
+        for lineno, raw in numbered:  # find the record too deep to validate
+            validate(cls, raw, path, lineno)
+        raise
+    return [(lineno, record) for (lineno, _), record in zip(numbered, records, strict=True)]
+
+
+@functools.cache
+def _list_adapter(cls: type[T]) -> TypeAdapter[list[T]]:
+    return TypeAdapter(list[cls])  # type: ignore[valid-type]
+
+
+def load_jsonl(path: str | Path, cls: type[T]) -> list[T]:
+    """Load every record of a JSONL file as ``cls``; errors name the file and line."""
+    return [record for _, record in iter_records(path, cls)]
+
+
+def write_float(value: float | None) -> float | str | None:
+    """The JSON form of a float: finite as a number, non-finite as the format's strings
+    ("NaN", "Infinity", "-Infinity"), None (not measured) as null."""
+    if value is None or math.isfinite(value):
+        return value
+    if math.isnan(value):
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"
 
 
 def json_safe(value: Any) -> Any:
-    """A copy that strict JSON can hold: non-finite floats become the format's strings
-    ("NaN", "Infinity", "-Infinity"), keys strings and tuples lists. The kit's one encoder of
-    non-finite numbers; every writer goes through it (see :func:`to_standard_json`)."""
+    """A copy of plain data that strict JSON can hold: non-finite floats become the format's
+    strings, keys strings and tuples lists (the models do the same for their own fields)."""
     if isinstance(value, float):
         return write_float(value)
     if isinstance(value, dict):
@@ -190,21 +238,37 @@ def json_safe(value: Any) -> Any:
 
 
 def to_standard_json(data: Any, **kwargs: Any) -> str:
-    """``json.dumps`` that never writes a bare NaN/Infinity (which the loaders reject): a
-    non-finite float, wherever it sits, is written as the format's string form."""
+    """``json.dumps`` of plain data that never writes a bare NaN/Infinity (which the loaders
+    reject): a non-finite float, wherever it sits, is written as the format's string form."""
     try:
         return json.dumps(data, allow_nan=False, ensure_ascii=False, **kwargs)
     except ValueError:
         return json.dumps(json_safe(data), allow_nan=False, ensure_ascii=False, **kwargs)
 
 
+def to_json_text(obj: Any, indent: int | None = None) -> str:
+    """JSON text of a model (as the kit writes it: see ``Record.to_json_text``) or of plain
+    data; compact when ``indent`` is None."""
+    own = getattr(obj, "to_json_text", None)
+    if callable(own):
+        return own(indent=indent)
+    if isinstance(obj, BaseModel):
+        return obj.model_dump_json(indent=indent)
+    to_dict = getattr(obj, "to_dict", None)  # the kit's other records (ledger entries, ...)
+    if callable(to_dict):
+        obj = to_dict()
+    if indent is None:
+        return to_standard_json(obj, separators=(",", ":"))
+    return to_standard_json(obj, indent=indent)
+
+
 def dump_json(obj: Any, path: str | Path) -> None:
     """Write one object as indented JSON, atomically (a reader never sees half a file)."""
-    atomic_write_text(Path(path), to_standard_json(to_json_data(obj), indent=2) + "\n")
+    atomic_write_text(Path(path), to_json_text(obj, indent=2) + "\n")
 
 
 def _jsonl_lines(objs: Iterable[Any]) -> str:
-    return "".join(to_standard_json(to_json_data(o), separators=(",", ":")) + "\n" for o in objs)
+    return "".join(to_json_text(o) + "\n" for o in objs)
 
 
 def dump_jsonl(objs: Iterable[Any], path: str | Path) -> None:

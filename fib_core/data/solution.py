@@ -8,67 +8,37 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
-from fib_core.errors import SchemaError
+from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
-from . import _schema as s
+from .fields import Bool, NonEmptyStr, RelativePath, Str, relative_path
+from .model import OpenRecord
+from .validation import rule_error
 
 
 class SupportedLanguages(StrEnum):
+    """Languages a solution may be written in."""
+
     PYTHON = "python"
     TRITON = "triton"
-    CUDA = "cuda"
     CPP = "cpp"
+    CUDA = "cuda"
     # Accepted so the organizers' newer solution files load; the kit has no builder for it.
     TILELANG = "tilelang"
 
 
-SUPPORTED_BINDINGS: tuple[str, ...] = ("tvm-ffi", "torch")
+class SupportedBindings(StrEnum):
+    """How compiled (C++/CUDA) code is called from Python."""
+
+    TVM_FFI = "tvm-ffi"
+    TORCH = "torch"
 
 
-def check_relative_path(path: Any, field_name: str) -> str:
-    """A safe relative POSIX path: no absolute paths, no ``..``, no empty parts, no backslashes.
-
-    Sources are written under a build folder; a path that escapes it would overwrite other files.
-    """
-    s.check_str(path, field_name)
-    bad = (
-        path.startswith("/")
-        or "\\" in path
-        or "\0" in path
-        or (len(path) > 1 and path[1] == ":")
-        or any(part in ("", "..") for part in path.split("/"))
-    )
-    if bad:
-        raise SchemaError(
-            "a relative path inside the solution (no leading '/', no '..', no empty parts, "
-            "no NUL byte)",
-            field=field_name,
-            found=path,
-        )
-    long_part = next(
-        (
-            p
-            for p in path.split("/")
-            if len(p.encode("utf-8", "surrogatepass")) > MAX_PATH_PART_BYTES
-        ),
-        None,
-    )
-    if long_part is not None:
-        raise SchemaError(
-            f"file and folder names of at most {MAX_PATH_PART_BYTES} bytes",
-            field=field_name,
-            found=path,
-            hint=f"shorten {long_part[:20]}...",
-        )
-    return path
-
-
-# The longest file name common file systems take.
-MAX_PATH_PART_BYTES = 255
+SUPPORTED_BINDINGS: tuple[str, ...] = tuple(b.value for b in SupportedBindings)
 
 
 def folder_clash(paths: list[str]) -> tuple[str, str] | None:
@@ -84,67 +54,64 @@ def folder_clash(paths: list[str]) -> tuple[str, str] | None:
     return None
 
 
-@dataclass
-class SourceFile:
-    path: str
-    content: str
+class SourceFile(OpenRecord):
+    """One file of a solution: its path inside the solution and its text."""
 
-    def __post_init__(self) -> None:
-        self.path = check_relative_path(self.path, "path")
-        s.check_str(self.content, "content", non_empty=False)
+    POSITIONAL = ("path", "content")
 
-    @classmethod
-    def from_dict(cls, d: dict) -> SourceFile:
-        s.as_object(d, "")
-        return cls(path=s.require(d, "path", ""), content=s.require(d, "content", ""))
-
-    def to_dict(self) -> dict:
-        return {"path": self.path, "content": self.content}
+    path: RelativePath
+    """Relative POSIX path inside the solution (no '..', not absolute)."""
+    content: Str
+    """The file's text."""
 
 
-@dataclass
-class BuildSpec(s.Record):
+class BuildSpec(OpenRecord):
     """How to build and call: language, targets, ``file::function`` entry point, conventions."""
 
-    PARSE = {"binding": lambda raw: "tvm-ffi" if raw is None else raw}  # null: the default
+    POSITIONAL = (
+        "language", "target_hardware", "entry_point", "dependencies",
+        "destination_passing_style", "binding",
+    )
 
-    language: SupportedLanguages | str
-    target_hardware: list[str]
-    entry_point: str
-    dependencies: list[str] = field(default_factory=list)
-    destination_passing_style: bool = True
-    binding: str = "tvm-ffi"
-    extra: dict[str, Any] = field(default_factory=dict)
-    _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    language: SupportedLanguages
+    """The language of the entry source (python, triton, cuda, cpp)."""
+    target_hardware: list[Str] = Field(min_length=1)
+    """Hardware the solution is meant for (e.g. B200)."""
+    entry_point: NonEmptyStr
+    """The function to call, as ``path/file.ext::function``."""
+    dependencies: list[NonEmptyStr] = Field(default_factory=list)
+    """Libraries the solution needs (e.g. cublas)."""
+    destination_passing_style: Bool = True
+    """True: outputs are preallocated and passed after the inputs; False: the function returns
+    them."""
+    binding: SupportedBindings = SupportedBindings.TVM_FFI
+    """How compiled code is called (null in a file means the default, tvm-ffi)."""
 
-    def __post_init__(self) -> None:
-        try:
-            self.language = SupportedLanguages(self.language)
-        except ValueError:
-            raise SchemaError(
-                "one of " + ", ".join(lang.value for lang in SupportedLanguages),
-                field="language",
-                found=self.language,
-            ) from None
-        s.check_str_list(self.target_hardware, "target_hardware")
-        s.check_str_list(self.dependencies, "dependencies")
-        s.check_bool(self.destination_passing_style, "destination_passing_style")
-        if self.binding not in SUPPORTED_BINDINGS:
-            raise SchemaError(
-                " or ".join(repr(b) for b in SUPPORTED_BINDINGS),
-                field="binding",
-                found=self.binding,
-            )
-        s.check_str(self.entry_point, "entry_point")
-        file_part, sep, func = self.entry_point.partition("::")
+    @field_validator("binding", mode="before")
+    @classmethod
+    def _default_binding(cls, value: Any) -> Any:
+        return SupportedBindings.TVM_FFI if value is None else value
+
+    @field_validator("entry_point")
+    @classmethod
+    def _check_entry_point(cls, value: str) -> str:
+        file_part, sep, func = value.partition("::")
         if not sep or not file_part or not func.isidentifier():
-            raise SchemaError(
+            raise rule_error(
                 '"path/file.ext::function"',
-                field="entry_point",
-                found=self.entry_point,
                 hint="name the source file, two colons, then the function, e.g. main.py::run",
             )
-        check_relative_path(file_part, "entry_point")
+        try:
+            relative_path(file_part)
+        except PydanticCustomError as err:
+            raise rule_error(str(err.context["expected"]), found=value) from None
+        return value
+
+    @property
+    def build_commands(self) -> list[str] | None:
+        """The older files' shell build steps (None when absent). Kept as a key of the spec, so
+        it is written back and hashed; the kit does not run them."""
+        return self.extra.get("build_commands")
 
     @property
     def entry_file(self) -> str:
@@ -154,96 +121,58 @@ class BuildSpec(s.Record):
     def entry_function(self) -> str:
         return self.entry_point.partition("::")[2]
 
-    def to_dict(self, *, explicit: bool = False) -> dict:
-        """The JSON form; ``explicit`` writes defaulted keys too (used by the hash)."""
-        keys = self._keys
-        out: dict[str, Any] = {
-            "language": SupportedLanguages(self.language).value,
-            "target_hardware": list(self.target_hardware),
-            "entry_point": self.entry_point,
-        }
-        optional = (
-            ("dependencies", list(self.dependencies), []),
-            ("destination_passing_style", self.destination_passing_style, True),
-            ("binding", self.binding, "tvm-ffi"),
-        )
-        for key, value, default in optional:
-            if explicit:
-                out[key] = value
-            else:
-                s.put_optional(out, keys, key, value, default)
-        return s.with_unknown(out, self.extra, keys)
 
 
-def _sources_from_list(raw: Any) -> list[SourceFile]:
-    if not isinstance(raw, list):
-        raise SchemaError("a list of {path, content} objects", field="sources", found=raw)
-    return [
-        s.parse_under(f"sources[{i}]", SourceFile.from_dict, item) for i, item in enumerate(raw)
-    ]
+class Solution(OpenRecord):
+    """A contestant's sources plus how to build and call them.
 
+    >>> sol = Solution.model_validate({
+    ...     "name": "scale_v1", "definition": "scale", "author": "me",
+    ...     "spec": {"language": "triton", "target_hardware": ["B200"],
+    ...              "entry_point": "main.py::run"},
+    ...     "sources": [{"path": "main.py", "content": "def run(x, y): ..."}]})
+    >>> sol.spec.binding, sol.model_copy(update={"name": "scale_v2"}).name
+    (<SupportedBindings.TVM_FFI: 'tvm-ffi'>, 'scale_v2')
+    """
 
-@dataclass
-class Solution(s.Record):
-    PARSE = {
-        "spec": lambda raw: s.parse_under("spec", BuildSpec.from_dict, raw),
-        "sources": _sources_from_list,
-    }
+    POSITIONAL = ("name", "definition", "author", "spec", "sources", "description")
 
-    name: str
-    definition: str
-    author: str
+    name: NonEmptyStr
+    """Unique name of the solution."""
+    definition: NonEmptyStr
+    """Name of the definition it implements."""
+    author: NonEmptyStr
+    """Who wrote it (scores are per author)."""
+    description: Str | None = None
+    """The technique, in a sentence."""
     spec: BuildSpec
-    sources: list[SourceFile]
-    description: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    """How to build and call it."""
+    sources: list[SourceFile] = Field(min_length=1)
+    """The files, with unique paths; one holds the entry point."""
 
-    def __post_init__(self) -> None:
-        s.check_str(self.name, "name")
-        s.check_str(self.definition, "definition")
-        s.check_str(self.author, "author")
-        s.check_opt_str(self.description, "description")
-        if not isinstance(self.spec, BuildSpec):
-            raise SchemaError("a BuildSpec", field="spec", found=self.spec)
-        if not isinstance(self.sources, list) or not self.sources:
-            raise SchemaError(
-                "a non-empty list of source files", field="sources", found=self.sources
-            )
+    @model_validator(mode="after")
+    def _check_sources(self) -> Solution:
         seen: set[str] = set()
         for i, src in enumerate(self.sources):
-            if not isinstance(src, SourceFile):
-                raise SchemaError("a SourceFile", field=f"sources[{i}]", found=src)
             if src.path in seen:
-                raise SchemaError("unique source paths", field=f"sources[{i}].path", found=src.path)
+                raise rule_error("unique source paths", field=f"sources[{i}].path", found=src.path)
             seen.add(src.path)
         clash = folder_clash([src.path for src in self.sources])
         if clash is not None:
             index = next(i for i, src in enumerate(self.sources) if src.path == clash[0])
-            raise SchemaError(
+            raise rule_error(
                 "a file name that no other source uses as a folder",
                 field=f"sources[{index}].path",
                 found=clash[0],
                 hint=f"{clash[1]!r} puts a file inside it; rename one of the two",
             )
         if self.spec.entry_file not in seen:
-            raise SchemaError(
+            raise rule_error(
                 f"a file listed in sources ({', '.join(sorted(seen))})",
                 field="spec.entry_point",
                 found=self.spec.entry_point,
             )
-
-    def to_dict(self) -> dict:
-        keys = self._keys
-        out: dict[str, Any] = {
-            "name": self.name,
-            "definition": self.definition,
-            "author": self.author,
-        }
-        s.put_optional(out, keys, "description", self.description)
-        out["spec"] = self.spec.to_dict()
-        out["sources"] = [src.to_dict() for src in self.sources]
-        return s.with_unknown(out, self.extra, keys)
+        return self
 
     def get_source(self, path: str) -> SourceFile | None:
         for src in self.sources:
@@ -261,9 +190,17 @@ class Solution(s.Record):
         """True for compiled languages (cuda, cpp); Python and Triton sources are imported."""
         return str(getattr(self.spec.language, "value", self.spec.language)) in ("cuda", "cpp")
 
+    def get_entry_path(self) -> Path:
+        """The entry source's path (the part of ``spec.entry_point`` before ``::``)."""
+        return Path(self.spec.entry_file)
+
+    def get_entry_symbol(self) -> str:
+        """The entry function's name (the part of ``spec.entry_point`` after ``::``)."""
+        return self.spec.entry_function
+
     def to_json(self) -> str:
         """The solution as indented JSON text (the file format)."""
-        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
+        return self.to_json_text(indent=2)
 
     def hash(self) -> str:
         """sha256 hex of the canonical JSON of what the build and the call depend on.
@@ -274,7 +211,7 @@ class Solution(s.Record):
         """
         payload = {
             "definition": self.definition,
-            "spec": self.spec.to_dict(explicit=True),
+            "spec": self.spec.model_dump(mode="json"),
             "sources": sorted([src.path, src.content] for src in self.sources),
         }
         text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True)

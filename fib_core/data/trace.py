@@ -7,17 +7,15 @@ nullability rules (which metrics a status carries) are enforced here once.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar, TypeVar
+from typing import Any
 
-from fib_core.errors import SchemaError
+from pydantic import Field, model_validator
 
-from . import _schema as s
+from .fields import NonEmptyStr, NonNegativeJsonFloat, Str
+from .model import OpenRecord, Record
+from .validation import NULL, rule_error
 from .workload import RandomInput, SafetensorsInput, ScalarInput, Workload
-
-T = TypeVar("T")
 
 # The organizers' module layout has the input kinds in ``data.trace``; they live in .workload.
 __all__ = [
@@ -25,7 +23,6 @@ __all__ = [
     "Environment",
     "Evaluation",
     "EvaluationStatus",
-    "ParseCache",
     "Performance",
     "RandomInput",
     "SafetensorsInput",
@@ -36,6 +33,8 @@ __all__ = [
 
 
 class EvaluationStatus(StrEnum):
+    """The outcome of evaluating one solution on one workload."""
+
     PASSED = "PASSED"
     INCORRECT_SHAPE = "INCORRECT_SHAPE"
     INCORRECT_NUMERICAL = "INCORRECT_NUMERICAL"
@@ -45,285 +44,130 @@ class EvaluationStatus(StrEnum):
     TIMEOUT = "TIMEOUT"
 
 
-_STATUS_BY_VALUE = {st.value: st for st in EvaluationStatus}
 _WITH_CORRECTNESS = frozenset({EvaluationStatus.PASSED, EvaluationStatus.INCORRECT_NUMERICAL})
 
 
-@dataclass
-class Correctness(s.Record):
+class Correctness(Record):
     """Worst errors over the outputs; inf/NaN are legal values (written as strings)."""
 
-    UNKNOWN = "unknown"  # "extra" is a key of the format here
+    POSITIONAL = ("max_relative_error", "max_absolute_error", "extra")
+    ALWAYS = frozenset({"max_relative_error", "max_absolute_error"})
 
-    max_relative_error: float
-    max_absolute_error: float
+    max_relative_error: NonNegativeJsonFloat = 0.0
+    """Largest relative error over the output elements (NaN: not measurable)."""
+    max_absolute_error: NonNegativeJsonFloat = 0.0
+    """Largest absolute error over the output elements (NaN: not measurable)."""
     extra: dict[str, Any] | None = None
-    unknown: dict[str, Any] = field(default_factory=dict, repr=False)
-    _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        self.max_relative_error = s.read_float(
-            self.max_relative_error, "max_relative_error", non_negative=True
-        )
-        self.max_absolute_error = s.read_float(
-            self.max_absolute_error, "max_absolute_error", non_negative=True
-        )
-        if self.extra is not None:
-            s.as_object(self.extra, "extra")
-
-    def to_dict(self) -> dict:
-        out: dict[str, Any] = {
-            "max_relative_error": s.write_float(self.max_relative_error),
-            "max_absolute_error": s.write_float(self.max_absolute_error),
-        }
-        s.put_optional(out, self._keys, "extra", self.extra)
-        return s.with_unknown(out, self.unknown, self._keys)
+    """Further figures of the check (tolerances, matched ratio per output, checker notes)."""
 
 
-@dataclass
-class Performance(s.Record):
+class Performance(OpenRecord):
     """Latencies in milliseconds; ``extra`` holds the kit's additions (spread, timing method)."""
 
-    latency_ms: float
-    reference_latency_ms: float
-    speedup_factor: float
-    extra: dict[str, Any] = field(default_factory=dict)
-    _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    POSITIONAL = ("latency_ms", "reference_latency_ms", "speedup_factor")
+    ALWAYS = frozenset(POSITIONAL)
 
-    def __post_init__(self) -> None:
-        self.latency_ms = s.read_float(self.latency_ms, "latency_ms", non_negative=True)
-        self.reference_latency_ms = s.read_float(
-            self.reference_latency_ms, "reference_latency_ms", non_negative=True
-        )
-        self.speedup_factor = s.read_float(self.speedup_factor, "speedup_factor", non_negative=True)
+    latency_ms: NonNegativeJsonFloat = 0.0
+    """The solution's latency."""
+    reference_latency_ms: NonNegativeJsonFloat = 0.0
+    """The reference's latency on the same inputs."""
+    speedup_factor: NonNegativeJsonFloat = 0.0
+    """reference_latency_ms / latency_ms."""
 
     @property
     def is_valid(self) -> bool:
         """A latency usable for scoring: finite and positive."""
         return math.isfinite(self.latency_ms) and self.latency_ms > 0
 
-    def to_dict(self) -> dict:
-        out: dict[str, Any] = {
-            "latency_ms": s.write_float(self.latency_ms),
-            "reference_latency_ms": s.write_float(self.reference_latency_ms),
-            "speedup_factor": s.write_float(self.speedup_factor),
-        }
-        return s.with_unknown(out, self.extra, self._keys)
+
+class Environment(OpenRecord):
+    """Where the evaluation ran: the hardware and the versions of the libraries that matter."""
+
+    POSITIONAL = ("hardware", "libs")
+    ALWAYS = frozenset(POSITIONAL)
+
+    hardware: NonEmptyStr
+    """The device (e.g. NVIDIA B200)."""
+    libs: dict[str, Str] = Field(default_factory=dict)
+    """Library name -> version."""
 
 
-@dataclass
-class Environment(s.Record):
-    hardware: str
-    libs: dict[str, str] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
-    _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        s.check_str(self.hardware, "hardware", non_empty=False)
-        s.check_str_dict(self.libs, "libs")
-
-    def to_dict(self) -> dict:
-        out: dict[str, Any] = {"hardware": self.hardware, "libs": dict(self.libs)}
-        return s.with_unknown(out, self.extra, self._keys)
-
-
-@dataclass
-class Evaluation:
+class Evaluation(OpenRecord):
     """Status plus the metrics that status carries (see the nullability rules below)."""
 
+    POSITIONAL = ("status", "log", "environment", "timestamp", "correctness", "performance")
+    ALWAYS = frozenset(POSITIONAL)
+
     status: EvaluationStatus
-    log: str
-    environment: Environment
-    timestamp: str
+    """The verdict."""
+    log: Str = ""
+    """Captured output of the evaluation (the kit's: a short reason when it failed)."""
     correctness: Correctness | None = None
+    """Errors against the reference (PASSED and INCORRECT_NUMERICAL only)."""
     performance: Performance | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    """Latencies (PASSED only)."""
+    environment: Environment
+    """Where it ran."""
+    timestamp: NonEmptyStr
+    """When it ran (ISO 8601)."""
 
-    _KNOWN: ClassVar[frozenset[str]] = frozenset(
-        {"status", "log", "correctness", "performance", "environment", "timestamp"}
-    )
-
-    def __post_init__(self) -> None:
-        status = _STATUS_BY_VALUE.get(self.status) if isinstance(self.status, str) else None
-        if status is None:
-            raise SchemaError(
-                "one of " + ", ".join(_STATUS_BY_VALUE), field="status", found=self.status
-            )
-        self.status = status
-        s.check_str(self.log, "log", non_empty=False)
-        s.check_str(self.timestamp, "timestamp")
-        if not isinstance(self.environment, Environment):
-            raise SchemaError("an Environment", field="environment", found=self.environment)
-        self._check_nullability()
-
-    def _check_nullability(self) -> None:
-        wants_correctness = self.status in _WITH_CORRECTNESS
-        wants_performance = self.status is EvaluationStatus.PASSED
+    @model_validator(mode="after")
+    def _check_nullability(self) -> Evaluation:
+        status = self.status
+        wants_correctness = status in _WITH_CORRECTNESS
+        wants_performance = status is EvaluationStatus.PASSED
         if wants_correctness != (self.correctness is not None):
-            raise SchemaError(
-                ("an object" if wants_correctness else "null")
-                + f" when status is {self.status.value}",
+            raise rule_error(
+                ("an object" if wants_correctness else "null") + f" when status is {status.value}",
                 field="correctness",
                 found=_brief(self.correctness),
             )
         if wants_performance != (self.performance is not None):
-            raise SchemaError(
-                ("an object" if wants_performance else "null")
-                + f" when status is {self.status.value}",
+            raise rule_error(
+                ("an object" if wants_performance else "null") + f" when status is {status.value}",
                 field="performance",
                 found=_brief(self.performance),
             )
-        if self.correctness is not None and not isinstance(self.correctness, Correctness):
-            raise SchemaError("a Correctness", field="correctness", found=self.correctness)
-        if self.performance is not None and not isinstance(self.performance, Performance):
-            raise SchemaError("a Performance", field="performance", found=self.performance)
+        return self
 
     @property
     def passed(self) -> bool:
         return self.status is EvaluationStatus.PASSED
 
-    @classmethod
-    def from_dict(cls, d: dict, cache: ParseCache | None = None) -> Evaluation:
-        s.as_object(d, "")
-        raw_corr = d.get("correctness")
-        raw_perf = d.get("performance")
-        parse_env = Environment.from_dict if cache is None else cache.environment
-        environment = s.parse_under("environment", parse_env, s.require(d, "environment", ""))
-        correctness = (
-            None
-            if raw_corr is None
-            else s.parse_under("correctness", Correctness.from_dict, raw_corr)
-        )
-        performance = (
-            None
-            if raw_perf is None
-            else s.parse_under("performance", Performance.from_dict, raw_perf)
-        )
-        return cls(
-            status=s.require(d, "status", ""),
-            log=d.get("log", ""),
-            environment=environment,
-            timestamp=s.require(d, "timestamp", ""),
-            correctness=correctness,
-            performance=performance,
-            extra=s.unknown_keys(d, cls._KNOWN),
-            _keys=s.key_order(d),
-        )
-
-    def to_dict(self) -> dict:
-        out: dict[str, Any] = {
-            "status": self.status.value,
-            "log": self.log,
-            "correctness": None if self.correctness is None else self.correctness.to_dict(),
-            "performance": None if self.performance is None else self.performance.to_dict(),
-            "environment": self.environment.to_dict(),
-            "timestamp": self.timestamp,
-        }
-        return s.with_unknown(out, self.extra, self._keys)
+    @property
+    def log_file(self) -> str | None:
+        """The older records' spelling of the log: the path of a log file (None when the
+        record has none). Kept as a key of the record, so it is written back as it was."""
+        return self.extra.get("log_file")
 
 
 def _brief(value: object) -> object:
-    return s.NULL if value is None else type(value).__name__
+    return NULL if value is None else type(value).__name__
 
 
-@dataclass
-class Trace:
+class Trace(OpenRecord):
     """A workload record (solution and evaluation null) or an evaluated one."""
 
-    definition: str
+    POSITIONAL = ("definition", "workload", "solution", "evaluation")
+    ALWAYS = frozenset(POSITIONAL)
+
+    definition: NonEmptyStr
+    """Name of the definition."""
+    solution: NonEmptyStr | None = None
+    """Name of the solution evaluated (null in a workload record)."""
     workload: Workload
-    solution: str | None = None
+    """The workload."""
     evaluation: Evaluation | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    _keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-
-    _KNOWN: ClassVar[frozenset[str]] = frozenset(
-        {"definition", "solution", "workload", "evaluation"}
-    )
-
-    def __post_init__(self) -> None:
-        s.check_str(self.definition, "definition")
-        if not isinstance(self.workload, Workload):
-            raise SchemaError("a Workload", field="workload", found=self.workload)
-        if self.solution is not None:
-            s.check_str(self.solution, "solution")
-        if self.evaluation is not None and not isinstance(self.evaluation, Evaluation):
-            raise SchemaError("an Evaluation", field="evaluation", found=self.evaluation)
+    """The outcome (null in a workload record)."""
 
     def is_workload_trace(self) -> bool:
         """True for a bare workload record (no solution, no evaluation)."""
         return self.solution is None and self.evaluation is None
 
     def is_workload(self) -> bool:
-        """The organizers' name of :meth:`is_workload_trace`."""
+        """The organizers' older name of :meth:`is_workload_trace`."""
         return self.is_workload_trace()
 
     def is_successful(self) -> bool:
         """True when the evaluation passed (a workload record is not successful)."""
         return self.evaluation is not None and self.evaluation.passed
-
-    @classmethod
-    def from_dict(cls, d: dict, cache: ParseCache | None = None) -> Trace:
-        """Parse a record; with a :class:`ParseCache`, equal workloads share one object."""
-        s.as_object(d, "")
-        parse_workload = Workload.from_dict if cache is None else cache.workload
-        workload = s.parse_under("workload", parse_workload, s.require(d, "workload", ""))
-        raw_eval = d.get("evaluation")
-        evaluation = (
-            None
-            if raw_eval is None
-            else s.parse_under("evaluation", lambda raw: Evaluation.from_dict(raw, cache), raw_eval)
-        )
-        return cls(
-            definition=s.require(d, "definition", ""),
-            workload=workload,
-            solution=d.get("solution"),
-            evaluation=evaluation,
-            extra=s.unknown_keys(d, cls._KNOWN),
-            _keys=s.key_order(d),
-        )
-
-    def to_dict(self) -> dict:
-        out: dict[str, Any] = {
-            "definition": self.definition,
-            "solution": self.solution,
-            "workload": self.workload.to_dict(),
-            "evaluation": None if self.evaluation is None else self.evaluation.to_dict(),
-        }
-        return s.with_unknown(out, self.extra, self._keys)
-
-
-class ParseCache:
-    """Reuses parsed workloads and environments across the records of one load.
-
-    A dataset's traces repeat the same few thousand workloads and one or two environments; a
-    record whose raw dict equals one seen before (same uuid or hardware) gets the object parsed
-    then. Loading 50,000 traces spends most of its time building these, so the saving is large.
-    Shared objects are meant to be read, not mutated.
-    """
-
-    def __init__(self) -> None:
-        self._workloads: dict[str, tuple[dict, Workload]] = {}
-        self._environments: dict[str, tuple[dict, Environment]] = {}
-
-    def workload(self, raw: Any) -> Workload:
-        return _reuse(self._workloads, raw, "uuid", Workload.from_dict)
-
-    def environment(self, raw: Any) -> Environment:
-        return _reuse(self._environments, raw, "hardware", Environment.from_dict)
-
-
-def _reuse(
-    seen: dict[str, tuple[dict, T]], raw: Any, key_name: str, parse: Callable[[Any], T]
-) -> T:
-    """The object parsed before from an equal raw dict with the same ``key_name`` value, else
-    ``parse(raw)``, remembered under that value (the latest one wins)."""
-    key = raw.get(key_name) if isinstance(raw, dict) else None
-    if isinstance(key, str):
-        hit = seen.get(key)
-        if hit is not None and hit[0] == raw:
-            return hit[1]
-    parsed = parse(raw)
-    seen[raw[key_name]] = (raw, parsed)
-    return parsed

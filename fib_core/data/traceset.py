@@ -25,9 +25,9 @@ from . import scoring
 from .blobs import load_blob, resolve_blob_path, save_blob
 from .definition import Definition
 from .errors import DatasetError, DatasetNotFoundError, UnknownDefinitionError
-from .json_io import append_jsonl, dump_json, iter_jsonl, load_json, load_jsonl
+from .json_io import append_jsonl, dump_json, iter_records, load_json
 from .solution import Solution
-from .trace import ParseCache, Trace
+from .trace import Trace
 from .workload_checks import check_workload
 
 if TYPE_CHECKING:
@@ -138,17 +138,12 @@ class TraceSet:
             sol = load_json(file, Solution)
             ts._index_solution(sol, file)
             ts.solutions.setdefault(sol.definition, []).append(sol)
-        cache = ParseCache()
         for file in _files(root / "workloads", "*.jsonl"):
-            for lineno, raw in iter_jsonl(file):
-                try:
-                    trace = Trace.from_dict(raw, cache=cache)
-                except SchemaError as err:
-                    raise err.located(file, lineno) from None
+            for lineno, trace in iter_records(file, Trace):
                 ts._check_workload(trace, file, lineno)
                 ts.workloads.setdefault(trace.definition, []).append(trace)
         for file in _files(root / "traces", "*.jsonl"):
-            for trace in load_jsonl(file, Trace, cache=cache):
+            for _, trace in iter_records(file, Trace):
                 bucket = ts.workloads if trace.is_workload_trace() else ts.traces
                 bucket.setdefault(trace.definition, []).append(trace)
         return ts

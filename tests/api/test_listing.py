@@ -17,6 +17,7 @@ import importlib.util
 import inspect
 import os
 
+import pydantic
 import pytest
 
 from .listing import Entry, parameters, parse_listing
@@ -122,6 +123,9 @@ def _check_class(entry: Entry) -> None:
         return
     if base == "Enum":
         assert issubclass(cls, enum.Enum)
+        return
+    if base == "BaseModel":
+        assert issubclass(cls, pydantic.BaseModel), f"{entry.name} is not a pydantic model"
         return
     expected = getattr(builtins, base, None) or getattr(_module(entry.module), base, None)
     if expected is None:  # a base listed in another module

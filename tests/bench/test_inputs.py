@@ -161,7 +161,7 @@ def test_generator_output_is_validated():
     with pytest.raises(InputError, match=r"'lens' is int32 \(6,\), expected int32 \(5,\)"):
         generate_inputs(d, _wl({"lens": {"type": "random"}}), seed=0, device="cpu",
                         dataset_root=None)
-    d2 = dataclasses.replace(d, name="t_bad_gen2")
+    d2 = d.model_copy(update={"name": "t_bad_gen2"})
     register_input_generator("t_bad_gen2")(lambda *a: {"nope": torch.zeros(1)})
     with pytest.raises(InputError, match="produced 'nope'"):
         generate_inputs(d2, _wl({"lens": {"type": "random"}}), seed=0, device="cpu",

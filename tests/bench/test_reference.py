@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
 
@@ -30,9 +28,8 @@ def test_reference_runs_on_clones_and_is_cached(toy_definition, toy_workloads, t
 
 
 def test_reference_mutating_its_inputs_does_not_disturb_ours(toy_definition, toy_workloads):
-    mutating = dataclasses.replace(
-        toy_definition,
-        reference="def run(x, y, alpha):\n    x.mul_(alpha)\n    return x + y\n",
+    mutating = toy_definition.model_copy(
+        update={"reference": "def run(x, y, alpha):\n    x.mul_(alpha)\n    return x + y\n"},
     )
     inputs = generate_inputs(mutating, toy_workloads[0], seed=0, device="cpu", dataset_root=None)
     before = inputs[0].clone()
@@ -49,7 +46,7 @@ def test_cache_key_changes_with_what_changes_the_outputs(toy_definition, toy_wor
         reference_key(toy_definition, wl, seed=0, device_kind="cuda", input_set=0),
         reference_key(toy_definition, wl, seed=0, device_kind="cpu", input_set=1),
         reference_key(toy_definition, toy_workloads[1], seed=0, device_kind="cpu", input_set=0),
-        reference_key(dataclasses.replace(toy_definition, reference=toy_definition.reference + "\n#"),
+        reference_key(toy_definition.model_copy(update={"reference": toy_definition.reference + "\n#"}),
                       wl, seed=0, device_kind="cpu", input_set=0),
     }
     assert base not in others and len(others) == 5
@@ -93,8 +90,8 @@ def test_a_reference_that_fails_to_load_is_a_reference_failure(toy_definition):
     from fib_core.bench.reference import ReferenceFailure, reference_run
     from fib_core.errors import FibError
 
-    broken = dataclasses.replace(
-        toy_definition, reference="raise ValueError('bad import')\n" + toy_definition.reference
+    broken = toy_definition.model_copy(
+        update={"reference": "raise ValueError('bad import')\n" + toy_definition.reference}
     )
     with pytest.raises(ReferenceFailure, match=r"toy_axpy.*fails to load: ValueError: bad import"):
         reference_run(broken)

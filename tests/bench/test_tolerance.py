@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from fib_core.bench import BenchmarkConfig, resolve_tolerance
 from fib_core.bench.check import ToleranceError
 
 
-def _with(definition, **changes):
-    return dataclasses.replace(definition, **changes)
+def _with(definition, extra=None, **changes):
+    """A copy with fields changed and keys the format does not name (``extra``) added."""
+    return definition.model_copy(update={**changes, **(extra or {})})
 
 
 def test_defaults(toy_definition):

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from pydantic import ValidationError
 
 from fib_core.data import BuildSpec, Solution, SourceFile, SupportedLanguages
 from fib_core.errors import SchemaError
@@ -28,9 +29,14 @@ def test_defaults_and_entry_point_parts(build):
 def test_round_trip_does_not_add_defaults(build):
     raw = build.solution()
     assert Solution.from_dict(raw).to_dict() == raw
-    raw = build.solution(destination_passing_style=True, binding="tvm-ffi", dependencies=[])
+    raw = build.solution(dependencies=[], destination_passing_style=True, binding="tvm-ffi")
     out = Solution.from_dict(raw).to_dict()
     assert out == raw and list(out["spec"]) == list(raw["spec"])
+    # Older files' build_commands are kept and written back; newer ones do not gain the key.
+    old = build.solution(build_commands=["make"])
+    assert Solution.from_dict(old).spec.build_commands == ["make"]
+    assert Solution.from_dict(old).to_dict() == old
+    assert "build_commands" not in Solution.from_dict(raw).model_dump()
 
 
 @pytest.mark.parametrize(
@@ -121,8 +127,10 @@ def test_hash_is_stable_across_processes(build):
 
 
 def test_constructed_objects_validate():
-    with pytest.raises(SchemaError, match=r"^path: found '\.\./x'"):
+    with pytest.raises(ValidationError, match=r"a relative path inside the solution"):
         SourceFile("../x", "")
+    with pytest.raises(SchemaError, match=r"^path: found '\.\./x', expected a relative path"):
+        SourceFile.from_dict({"path": "../x", "content": ""})
     spec = BuildSpec("cuda", ["B200"], "k.cu::run", destination_passing_style=False)
     assert spec.to_dict() == {"language": "cuda", "target_hardware": ["B200"],
                               "entry_point": "k.cu::run", "destination_passing_style": False}
