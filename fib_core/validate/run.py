@@ -80,6 +80,8 @@ def validate_dataset(
     ``outputs``: any of "stdout", "json", "text" (default all three); files go to
     ``output_folder`` (default ``<dataset>/reports``) as ``report-<time>.json`` / ``.txt``.
     ``device``: where the ``benchmark`` category evaluates ("auto": the GPU when there is one).
+    Without a GPU, the default categories leave ``benchmark`` out (saying so); asked for by
+    name, it runs on the CPU (correctness only).
     """
     from fib_core.dataset import default_dataset_path
 
@@ -101,6 +103,11 @@ def validate_dataset(
         if kind in targets and path.exists():
             raise ConfigError(f"{path}: already exists; wait a second or pass another "
                               "--output-folder")
+    notes = []
+    if checks is None and "benchmark" in chosen and _no_gpu(device):
+        chosen.remove("benchmark")  # a CPU run of every reference is not a default
+        notes.append("note: no GPU here, so the benchmark category was left out; "
+                     "--checks ...,benchmark runs it on the CPU (correctness only)")
     found = contexts(scan(root))
     names = select(found, list(op_types or ()), list(definitions or ()))
     report = DatasetReport(ReportConfig(str(root), chosen, disable_gpu, list(op_types or ()),
@@ -108,7 +115,17 @@ def validate_dataset(
     for name in names:
         report.definitions[name] = validate_definition(found[name], chosen, device)
     _write(report, targets, files)
+    if "stdout" in targets:
+        for line in notes:
+            print(line)
     return report
+
+
+def _no_gpu(device: str) -> bool:
+    """Whether the benchmark category would run on the CPU."""
+    from fib_core.project.runflow import resolve_device
+
+    return resolve_device(device) == "cpu"
 
 
 def validate_definition(ctx: DefinitionContext, checks: Sequence[str],

@@ -205,3 +205,14 @@ def test_benchmark_runs_reference_and_baseline(tmp_path: Path) -> None:
     [failure] = [line for line in lines if not line.startswith(("reference", "no GPU"))]
     assert failure.startswith("solutions/baseline/toy_axpy/slow.json: sources: baseline slow "
                               "failed 2 of 2 workloads")
+
+
+def test_without_a_gpu_the_default_leaves_the_benchmark_out(tmp_path: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the default runs the benchmark")
+    out = _cli("validate", "--dataset", str(toy_dataset(tmp_path / "ds")), "--outputs", "stdout")
+    assert out.returncode == 0, out.stderr
+    assert "checks:        layout, definition, workload, solution, trace, baseline\n" in out.stdout
+    assert out.stdout.rstrip().splitlines()[-1].startswith("note: no GPU here, so the benchmark")
