@@ -229,10 +229,6 @@ for track, (op_type, expected) in TRACKS.items():
 """
 
 
-@pytest.mark.skipif(
-    not hasattr(Solution, "model_copy"),
-    reason="to be finished: Solution.model_copy arrives with the pydantic data model",
-)
 def test_organizers_snippet_runs_unchanged(build, tmp_path, capsys):
     """MoE: 2x. DSA: only the indexer (baseline by "flashinfer, deep_gemm"), 3x, halved.
     GDN: decode 1.5x, prefill fails (0): (1.5 + 0) / 2."""
