@@ -91,3 +91,42 @@ def test_two_agents_match_local_runs(serve_kit, tmp_path: Path) -> None:
             assert status == want_status
             if want_status == "PASSED":
                 assert 1 / BOUND <= ratio <= BOUND
+
+
+def test_two_gpus_take_a_task_each(serve_kit, tmp_path: Path) -> None:
+    """With --devices cuda:0,cuda:1 two tasks submitted at once run side by side: both lanes
+    are healthy, both tasks complete, and the two take about as long as one."""
+    import time
+
+    import torch
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    from fib_core.project.workspace import open_workspace
+
+    ws = open_workspace(KIT / "config.toml")
+    d = ws.definition
+    dataset = tmp_path / "dataset"
+    for folder, ext in (("definitions", "json"), ("workloads", "jsonl")):
+        (dataset / folder / d.op_type).mkdir(parents=True)
+        shutil.copy(Path(ws.dataset_path) / folder / d.op_type / f"{d.name}.{ext}",
+                    dataset / folder / d.op_type / f"{d.name}.{ext}")
+    uuids = [r.workload.uuid for r in ws.trace_set.workloads[d.name]][:WORKLOADS]
+    sol = ws.pack().to_dict()
+    server = serve_kit.start(dataset, devices="cuda:0,cuda:1")
+    try:
+        status, health = server.call("/health")
+        assert [w["device"] for w in health["workers"]] == ["cuda:0", "cuda:1"]
+        started = time.monotonic()
+        one = server.finished(server.evaluate(sol, uuids), timeout=1800)
+        alone = time.monotonic() - started
+        started = time.monotonic()
+        ids = [server.evaluate(sol, uuids) for _ in range(2)]
+        both = [server.finished(task_id, timeout=1800) for task_id in ids]
+        together = time.monotonic() - started
+    finally:
+        serve_kit.stop(server)
+    print(f"one task {alone:.1f} s, two tasks on two GPUs {together:.1f} s")
+    assert one["status"] == "completed"
+    assert [t["status"] for t in both] == ["completed", "completed"]
+    assert together < 1.6 * alone
