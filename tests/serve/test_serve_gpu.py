@@ -117,6 +117,8 @@ def test_two_gpus_take_a_task_each(serve_kit, tmp_path: Path) -> None:
     try:
         status, health = server.call("/health")
         assert [w["device"] for w in health["workers"]] == ["cuda:0", "cuda:1"]
+        warm = [server.evaluate(sol, uuids) for _ in range(2)]  # builds and caches, both GPUs
+        assert all(server.finished(t, timeout=1800)["status"] == "completed" for t in warm)
         started = time.monotonic()
         one = server.finished(server.evaluate(sol, uuids), timeout=1800)
         alone = time.monotonic() - started
