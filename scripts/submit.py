@@ -12,8 +12,8 @@ GPU those settings cannot run and nothing is tagged, unless --allow-smoke (the t
 says it was a CPU smoke check only; a passing CPU run of the same hash and settings in the
 ledger is reused). Tags are made on commits whose config.toml names that one
 definition; your branch, index and working tree are left as they are.
-First of all, the dataset's files of the fork's definitions are validated (the layout,
-definition and workload categories of `python -m fib_core validate`); an error stops there.
+First of all, the files of the fork's definitions in $FIB_DATASET_PATH's dataset are validated
+(`python -m fib_core validate`'s layout, definition, workload categories); an error stops there.
 Exit status: 0 tagged (or a clean dry run), 1 refused by a check, 2 usage error (bad config,
 uncommitted changes, no git repository).
 """

@@ -2,11 +2,12 @@
 ``scripts/submit.py`` before it tags.
 
 A fork is judged on its definitions' data: their definition files and workloads in the dataset
-it runs on ($FIB_DATASET_PATH or the embedded one). So ``layout``, ``definition`` and
-``workload`` run for each definition of the fork; the solution itself is packed and audited
-by the submission's own steps, and stored traces and baselines are not part of a submission.
-An error stops the submission; warnings are counted, not shown (``python -m fib_core validate``
-shows them).
+it runs on. So ``layout``, ``definition`` and ``workload`` run for each definition of the fork
+in the dataset ``$FIB_DATASET_PATH`` names (the organizers' clone, say); the embedded dataset
+is the kit's own, generated and checked by its tests, and is not written out for this. The
+solution itself is packed and audited by the submission's own steps, and stored traces and
+baselines are not part of a submission. An error stops the submission; warnings are counted,
+not shown (``python -m fib_core validate`` shows them). Nothing is written.
 
 Example: ``ok = check_fork(Path("config.toml"))``
 """
@@ -23,15 +24,18 @@ def check_fork(config_path: Path, definition: str | None = None,
                echo: Callable[[str], None] = print) -> bool:
     """Validate the fork's definitions (``definition``: only that one); echo one line per
     error and a summary; False when there is an error."""
+    from fib_core.paths import dataset_env_path
     from fib_core.project.config import load_config
-    from fib_core.project.workspace import resolve_dataset
     from fib_core.validate.context import contexts
     from fib_core.validate.run import validate_definition
     from fib_core.validate.scan import scan
 
     cfg = load_config(config_path)
     names = [definition] if definition else list(cfg.track) or [cfg.solution.definition]
-    root, _ = resolve_dataset()
+    root = dataset_env_path()
+    if root is None:
+        echo("validate: the embedded dataset (the kit's own, checked by its tests)")
+        return True
     found = contexts(scan(Path(root)))
     errors: list[str] = []
     warnings = 0

@@ -51,3 +51,12 @@ def test_a_fault_in_the_fork_definition_stops_it(tmp_path: Path, monkeypatch, fa
     assert not check_fork(KIT / "config.toml", echo=lines.append)
     errors = [line for line in lines if line.startswith("error: ")]
     assert len(errors) == 1 and errors[0].startswith(f"error: {root}/{expected}"), lines
+
+
+def test_the_embedded_dataset_is_not_written_out_for_it(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("FIB_DATASET_PATH", raising=False)
+    monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path / "cache"))
+    lines: list[str] = []
+    assert check_fork(KIT / "config.toml", echo=lines.append)
+    assert lines == ["validate: the embedded dataset (the kit's own, checked by its tests)"]
+    assert not (tmp_path / "cache").exists()
