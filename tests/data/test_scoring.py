@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+
 import pytest
 
 from fib_core.data import BaselineError, Definition, Solution, Trace, TraceSet
@@ -229,28 +232,67 @@ for track, (op_type, expected) in TRACKS.items():
 """
 
 
-def test_organizers_snippet_runs_unchanged(build, tmp_path, capsys):
-    """MoE: 2x. DSA: only the indexer (baseline by "flashinfer, deep_gemm"), 3x, halved.
-    GDN: decode 1.5x, prefill fails (0): (1.5 + 0) / 2."""
+def _contest_dataset(build, root) -> None:
+    """Five definitions under the contest's op_types, the baselines by "flashinfer" (the
+    indexer's by "flashinfer, deep_gemm", as in the contest dataset) and two teams."""
     team = "your-team-name"
     _dataset(
         build,
         [("moe_x", "moe"), ("dsa_attn", "dsa_paged"), ("dsa_index", "dsa_paged"),
          ("gdn_dec", "gdn"), ("gdn_pre", "gdn")],
-        {"moe_x": [("fi_moe", "flashinfer"), ("t_moe", team)],
+        {"moe_x": [("fi_moe", "flashinfer"), ("t_moe", team), ("t_moe2", team)],
          "dsa_attn": [("fi_attn", "flashinfer")],
-         "dsa_index": [("fi_index", "flashinfer, deep_gemm"), ("t_index", team)],
-         "gdn_dec": [("fi_dec", "flashinfer"), ("t_dec", team)],
+         "dsa_index": [("fi_index", "flashinfer, deep_gemm"), ("t_index", team),
+                       ("o_index", "other")],
+         "gdn_dec": [("fi_dec", "flashinfer"), ("t_dec", team), ("o_dec", "other")],
          "gdn_pre": [("fi_pre", "flashinfer"), ("t_pre", team)]},
-        {"moe_x": [("fi_moe", "w1", 2.0), ("t_moe", "w1", 1.0)],
-         "dsa_index": [("fi_index", "w1", 3.0), ("t_index", "w1", 1.0)],
-         "gdn_dec": [("fi_dec", "w1", 3.0), ("t_dec", "w1", 2.0)],
+        {"moe_x": [("fi_moe", "w1", 2.0), ("t_moe", "w1", 1.0), ("t_moe2", "w1", 3.0)],
+         "dsa_index": [("fi_index", "w1", 3.0), ("fi_index", "w2", None), ("t_index", "w1", 1.0),
+                       ("t_index", "w2", 1.0), ("o_index", "w1", 2.0), ("o_index", "w3", None)],
+         "gdn_dec": [("fi_dec", "w1", 3.0), ("t_dec", "w1", 2.0), ("o_dec", "w1", 6.0)],
          "gdn_pre": [("fi_pre", "w1", 1.0), ("t_pre", "w1", None)]},
-        root=tmp_path,
+        root=root,
     )
-    exec(ORGANIZERS_SNIPPET, {"DATASET": str(tmp_path)})
-    assert capsys.readouterr().out.splitlines() == [
+
+
+def _run_snippet(package: str, root) -> str:
+    """The snippet's output with ``package`` in place of fib_core, and every score it uses."""
+    out = io.StringIO()
+    namespace = {"DATASET": str(root)}
+    with contextlib.redirect_stdout(out):
+        exec(ORGANIZERS_SNIPPET.replace("fib_core", package), namespace)
+        ts = namespace["trace_set"]
+        for name in ("t_moe", "t_moe2", "t_index", "o_index", "t_dec", "o_dec", "t_pre"):
+            m = ts.get_solution_score(name, baseline_author="flashinfer")
+            print(name, m.model_dump() if m is not None else None)
+        for author, m in ts.rank_authors(baseline_author="flashinfer"):
+            figures = m.model_dump()
+            figures["best_solutions"] = sorted(figures["best_solutions"].items())  # any order
+            print(author, figures)
+        s = ts.summary(baseline_author="flashinfer")
+        print(s.total, s.passed, s.failed, [(a, m.avg_speedup) for a, m in s.rankings])
+    return out.getvalue()
+
+
+def test_organizers_snippet_runs_unchanged(build, tmp_path):
+    """MoE: the team's best of two, 2x. DSA: only the indexer (its baseline's author is
+    normalised; w2 does not count: the baseline failed it), 3x, halved. GDN: decode 1.5x,
+    prefill fails (0): (1.5 + 0) / 2."""
+    _contest_dataset(build, tmp_path)
+    lines = _run_snippet("fib_core", tmp_path).splitlines()
+    assert lines[:3] == [
         "MoE: 2.000x  (1/1 kernels)",
         "DSA: 1.500x  (1/2 kernels)",
         "GDN: 0.750x  (2/2 kernels)",
     ]
+    assert lines[-1] == "14 11 3 [('your-team-name', 1.625), ('other', 0.25)]"
+
+
+def test_organizers_package_gives_the_same_figures(build, tmp_path):
+    """Where the organizers' package with author scoring is installed, the snippet and every
+    score it rests on print the same there as here."""
+    theirs = pytest.importorskip("flashinfer_bench.data")
+    if not hasattr(theirs.TraceSet, "get_author_score"):
+        pytest.skip("the installed flashinfer-bench predates author scoring")
+    _contest_dataset(build, tmp_path)
+    assert _run_snippet("flashinfer_bench", tmp_path) == _run_snippet("fib_core", tmp_path)
