@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fib_core.validate.checks import error, info
+from fib_core.validate.checks import error, failure, info
 from fib_core.validate.context import DefinitionContext
 from fib_core.validate.report import CheckMessage
 
@@ -47,13 +47,13 @@ def check_benchmark(ctx: DefinitionContext, device: str = "auto") -> list[CheckM
 
     d = ctx.definition
     if d is None:
-        return [CheckMessage("error", f"{ctx.name}: cannot benchmark: the definition did not "
-                             "load; fix the definition category's errors first")]
+        return [failure(f"{ctx.name}: cannot benchmark: the definition did not load; fix the "
+                        "definition category's errors first")]
     records = [r.value for r in ctx.workloads if r.value is not None
                and r.value.is_workload_trace()]
     if not records:
-        return [CheckMessage("error", f"{ctx.name}: cannot benchmark: no valid workloads; fix "
-                             "the workload category's errors first")]
+        return [failure(f"{ctx.name}: cannot benchmark: no valid workloads; fix the workload "
+                        "category's errors first")]
     kind = resolve_device(device)
     out = []
     if kind == "cpu":

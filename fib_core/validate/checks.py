@@ -23,15 +23,20 @@ BASELINE_AUTHOR = "baseline"
 
 
 def error(where: str, field: str, problem: str, fix: str) -> CheckMessage:
-    return CheckMessage("error", f"{where}: {field}: {problem}; {fix}")
+    return CheckMessage(level="error", message=f"{where}: {field}: {problem}; {fix}")
 
 
 def warning(where: str, field: str, problem: str, fix: str) -> CheckMessage:
-    return CheckMessage("warning", f"{where}: {field}: {problem}; {fix}")
+    return CheckMessage(level="warning", message=f"{where}: {field}: {problem}; {fix}")
+
+
+def failure(line: str) -> CheckMessage:
+    """An error whose line is already complete (a schema error names file, field and want)."""
+    return CheckMessage(level="error", message=line)
 
 
 def info(text: str) -> CheckMessage:
-    return CheckMessage("info", text)
+    return CheckMessage(level="info", message=text)
 
 
 # --- layout ----------------------------------------------------------------------------------
@@ -144,7 +149,7 @@ def _safetensors_inputs(ctx: DefinitionContext) -> list[tuple[Record, str, objec
 def check_definition(ctx: DefinitionContext) -> list[CheckMessage]:
     """The schema (axes, shapes, constraints, reference syntax with a ``run``), and the
     descriptions a reader of the definition needs."""
-    out = [CheckMessage("error", r.error) for r in ctx.definition_records if r.error]
+    out = [failure(r.error) for r in ctx.definition_records if r.error]
     d = ctx.definition
     if d is None:
         return out
@@ -171,7 +176,7 @@ def check_workloads(ctx: DefinitionContext) -> list[CheckMessage]:
     valid = 0
     for rec in ctx.workloads:
         if rec.error:
-            out.append(CheckMessage("error", rec.error))
+            out.append(failure(rec.error))
             continue
         trace = rec.value
         if not trace.is_workload_trace():
@@ -199,7 +204,7 @@ def _workload_problems(ctx: DefinitionContext, rec: Record) -> list[CheckMessage
     try:
         check_workload(d, w)
     except SchemaError as err:
-        return [CheckMessage("error", str(err.located(rec.file, rec.line)))]
+        return [failure(str(err.located(rec.file, rec.line)))]
     out = []
     for axis, value in w.axes.items():
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
@@ -262,7 +267,7 @@ def blob_shapes(path: Path) -> dict[str, list[int]]:
 def check_solutions(ctx: DefinitionContext) -> list[CheckMessage]:
     """Each solution file parses (entry point ``file::function`` in its sources, sources not
     empty); where it lies is the layout's concern."""
-    out = [CheckMessage("error", r.error) for r in ctx.solutions if r.error]
+    out = [failure(r.error) for r in ctx.solutions if r.error]
     out.append(info(f"{sum(r.value is not None for r in ctx.solutions)} solutions"))
     return out
 
@@ -277,7 +282,7 @@ def check_traces(ctx: DefinitionContext) -> list[CheckMessage]:
     covered: dict[str, set[str]] = {}
     for rec in ctx.traces:
         if rec.error:
-            out.append(CheckMessage("error", rec.error))
+            out.append(failure(rec.error))
             continue
         t = rec.value
         if t.is_workload_trace():

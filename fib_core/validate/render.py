@@ -5,7 +5,8 @@ definitions per status, then one block per definition, one line per category and
 line per message.
 
 >>> from fib_core.validate.report import DatasetReport, ReportConfig
->>> print(render_text(DatasetReport(ReportConfig("ds", ["layout"], True))).splitlines()[0])
+>>> config = ReportConfig(dataset="ds", checks=["layout"], disable_gpu=True)
+>>> print(render_text(DatasetReport(config=config)).splitlines()[0])
 === Dataset Validation Report ===
 """
 

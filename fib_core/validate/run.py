@@ -110,8 +110,9 @@ def validate_dataset(
                      "--checks ...,benchmark runs it on the CPU (correctness only)")
     found = contexts(scan(root))
     names = select(found, list(op_types or ()), list(definitions or ()))
-    report = DatasetReport(ReportConfig(str(root), chosen, disable_gpu, list(op_types or ()),
-                                        list(definitions or ())))
+    config = ReportConfig(dataset=str(root), checks=chosen, disable_gpu=disable_gpu,
+                          op_types=list(op_types or ()), definitions=list(definitions or ()))
+    report = DatasetReport(config=config)
     for name in names:
         report.definitions[name] = validate_definition(found[name], chosen, device)
     _write(report, targets, files)

@@ -7,12 +7,12 @@ names the file (relative to the dataset root), the line for JSONL files, and the
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fib_core.data import Definition, Solution, Trace
+from fib_core.data.json_io import parse_json
 from fib_core.errors import FibError, SchemaError
 
 
@@ -79,9 +79,11 @@ def _files(root: Path, folder: str, pattern: str) -> list[Path]:
 def _one(root: Path, path: Path, cls: Any) -> Record:
     rel = relative(root, path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        return Record(rel, None, error=f"{rel}: not valid JSON ({_short(err)}); fix the file")
+        data = parse_json(path.read_text(encoding="utf-8"), Path(rel))
+    except (OSError, UnicodeDecodeError) as err:
+        return Record(rel, None, error=f"{rel}: not readable ({_short(err)}); fix the file")
+    except SchemaError as err:
+        return Record(rel, None, error=str(err))
     return _parse(rel, None, data, cls)
 
 
@@ -96,10 +98,9 @@ def _lines(root: Path, path: Path) -> list[Record]:
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
-        except json.JSONDecodeError as err:
-            out.append(Record(rel, lineno, error=f"{rel}:{lineno}: not valid JSON "
-                                                  f"({_short(err)}); fix or remove the line"))
+            data = parse_json(line, Path(rel), lineno)
+        except SchemaError as err:
+            out.append(Record(rel, lineno, error=str(err)))
             continue
         out.append(_parse(rel, lineno, data, Trace))
     return out
