@@ -57,6 +57,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--solution", type=Path, help="a packed solution.json (one definition)")
     p.add_argument("--organizers", type=Path, help="flashinfer-bench source checkout")
     p.add_argument("--order", choices=("kit-first", "org-first"), default="kit-first")
+    p.add_argument("--default-run", action="store_true",
+                   help="also the kit's everyday run (persistent worker, local settings)")
     p.add_argument("--out", type=Path, help="write the per-workload rows here (JSON)")
     p.add_argument("--quick", action="store_true", help="set-up only, no GPU needed")
     args = p.parse_args(argv)
@@ -154,12 +156,13 @@ def _run_organizers(root: Path, definition: str, solution: Any, args: argparse.N
     return rows, wall
 
 
-def _run_kit(cfg: Any, solution: Any, uuids: list[str]) -> tuple[dict[str, dict], float]:
-    """The kit's --contest flow on these workloads."""
+def _run_kit(cfg: Any, solution: Any, uuids: list[str], contest: bool = True
+             ) -> tuple[dict[str, dict], float]:
+    """The kit's --contest flow on these workloads (else a plain run_local.py's)."""
     from fib_core.project.runflow import RunOptions, execute_on_gpus, make_request
     from fib_core.project.workspace import resolve_dataset
 
-    opts = RunOptions(flags={"workloads": tuple(uuids)}, contest=True, ledger=False)
+    opts = RunOptions(flags={"workloads": tuple(uuids)}, contest=contest, ledger=False)
     request = make_request(cfg, solution, opts)
     request.dataset_path = str(resolve_dataset()[0])
     started = time.perf_counter()
@@ -205,6 +208,21 @@ def compare(kit: dict[str, dict], org: dict[str, dict], uuids: list[str]) -> dic
     cupti = all(r["kit"].get("method") == "cupti" for r in rows if r["kit"].get("latency_ms"))
     return {"rows": rows, "medians": medians, "verdicts_agree": same, "within_bounds": within,
             "kit_used_cupti": cupti}
+
+
+def default_vs_contest(plain: dict[str, dict], contest: dict[str, dict], uuids: list[str]
+                       ) -> dict[str, Any]:
+    """The everyday run (persistent) against --contest (isolated), both the kit's: per
+    workload the latency ratio; printed as one line."""
+    ratios = [_ratio(plain.get(u, {}).get("latency_ms"), contest.get(u, {}).get("latency_ms"))
+              for u in uuids]
+    known = [r for r in ratios if r is not None]
+    same = all(plain.get(u, {}).get("status") == contest.get(u, {}).get("status") for u in uuids)
+    line = (f"  default run / --contest latency: median {_fmt(statistics.median(known))}, "
+            f"range {_fmt(min(known))}-{_fmt(max(known))}; verdicts "
+            f"{'agree' if same else 'DIFFER'}") if known else "  default run: no latencies"
+    print(line)
+    return {"ratios": ratios, "verdicts_agree": same}
 
 
 def _fmt(v: float | None, spec: str = ".3f") -> str:
@@ -264,6 +282,10 @@ def main(argv: list[str] | None = None) -> int:
                       flush=True)
             results[definition] = compare(got["kit"], got["organizers"], uuids)
             print_table(definition, results[definition])
+            if args.default_run:
+                plain, wall = _run_kit(cfg, solution, uuids, contest=False)
+                print(f"  [{definition}] kit's default run: {len(plain)} traces in {wall:.1f} s")
+                results[definition]["default_run"] = default_vs_contest(plain, got["kit"], uuids)
             if not got["organizers"] and log.exists():
                 print("  organizers' log tail:\n" + "".join(log.read_text().splitlines(True)[-15:]))
     finally:
