@@ -62,12 +62,11 @@ REMOTE_ENV = {
     "FIB_CUDA_ARCH": "sm_100a",
     "TVM_FFI_CUDA_ARCH_LIST": "10.0a",
     "CUDA_HOME": "/usr/local/cuda",
-    # Builds and reference outputs go to container-local disk: several containers writing
-    # one build cache on a shared Volume at once would race.
+    # Builds, reference outputs and the FlashInfer baselines' latencies go to container-local
+    # disk: several containers writing one cache on a shared Volume at once would race, and
+    # each container signs its caches with a key of its own, so each run's containers time
+    # the baselines of their workloads again (a cache a solution could rewrite is not kept).
     "FIB_CACHE_DIR": "/tmp/fib_cache",
-    # The baselines' latencies are kept on the Volume: measured once per B200 setup, shared by
-    # every container and later run (fib_core.baselines.cache).
-    "FIB_BASELINE_CACHE": "/vol/fib_baselines",
 }
 DEFAULT_GPU = "B200"
 DEFAULT_VOLUME = "flashinfer-trace"
@@ -139,20 +138,7 @@ def run_shard_body(request: dict[str, Any], embedded: bool, volume_name: str) ->
 
 @app.function(gpu=DEFAULT_GPU, timeout=SHARD_TIMEOUT_S, volumes={VOLUME_MOUNT: volume})
 def run_shard(request: dict[str, Any], embedded: bool, volume_name: str) -> dict[str, Any]:
-    result = run_shard_body(request, embedded, volume_name)
-    if not modal.is_local():
-        keep_baselines(volume_name)
-    return result
-
-
-def keep_baselines(volume_name: str) -> None:
-    """Commit the Volume, where the shard may have added FlashInfer baseline latencies
-    (``FIB_BASELINE_CACHE``), so the next container finds them; a failure only costs a
-    re-measurement."""
-    try:
-        modal.Volume.from_name(volume_name).commit()
-    except Exception as err:  # noqa: BLE001 - any Modal failure here is only a lost cache
-        print(f"note: baseline latencies not kept on volume {volume_name}: {err}")
+    return run_shard_body(request, embedded, volume_name)
 
 
 def split_request(request: Any, parallel: int) -> list[Any]:

@@ -7,10 +7,15 @@ kept, one JSON file per (GPU model, versions, definition, baseline code, setting
 
     <cache>/baselines/<gpu>/<flashinfer-0.7.2>/<definition>-<key>.json
 
-``<cache>`` is ``$FIB_BASELINE_CACHE`` when set (a Modal Volume, so containers share it), else
-the kit's cache folder (``$FIB_CACHE_DIR`` or ``~/.cache/fib_core``), outside the fork. A file
-holds per workload uuid either ``{"latency_ms": x}`` or ``{"status": ..., "reason": ...}`` for a
-workload the baseline failed (that workload then does not count, as in the contest).
+``<cache>`` is ``$FIB_BASELINE_CACHE`` when set, else the kit's cache folder (``$FIB_CACHE_DIR``
+or ``~/.cache/fib_core``), outside the fork. A file holds per workload uuid either
+``{"latency_ms": x}`` or ``{"status": ..., "reason": ...}`` for a workload the baseline failed
+(that workload then does not count, as in the contest).
+
+A solution runs as the same user and could rewrite these files (a baseline latency of 1000 ms
+makes every later score huge), so each file has an HMAC-SHA256 sidecar (``.sig``) made with the
+kit's cache key (:func:`fib_core.bench.integrity.ensure_key`, hidden from solutions); a file
+that does not verify is ignored and measured again. Without a key nothing is kept.
 
 Example::
 
@@ -23,6 +28,7 @@ Example::
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import re
@@ -30,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fib_core.atomic import atomic_write_text
+from fib_core.atomic import atomic_write_bytes, atomic_write_text
 from fib_core.paths import cache_dir
 
 CACHE_ENV = "FIB_BASELINE_CACHE"
@@ -85,11 +91,24 @@ class BaselineCache:
         path = cache_root() / _slug(gpu) / _slug(libs) / f"{_slug(definition)}-{key}.json"
         return cls(path, header)
 
+    @property
+    def signature_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".sig")
+
     def load(self) -> dict[str, dict[str, Any]]:
-        """The workloads measured so far ({} for a missing or unreadable file: measure again)."""
+        """The workloads measured so far ({} for a missing, unreadable or unsigned file:
+        measure again)."""
+        key = _key()
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            raw = self.path.read_bytes()
+            signature = self.signature_path.read_text(encoding="ascii").strip()
         except (OSError, ValueError):
+            return {}
+        if key is None or not hmac.compare_digest(signature, _sign(key, raw)):
+            return {}
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except ValueError:
             return {}
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             return {}
@@ -100,13 +119,29 @@ class BaselineCache:
             return {}
         return {uuid: entry for uuid, entry in workloads.items() if _valid(entry)}
 
-    def save(self, workloads: dict[str, dict[str, Any]]) -> Path:
-        """Write every workload's entry (atomically: a reader never sees half a file)."""
+    def save(self, workloads: dict[str, dict[str, Any]]) -> Path | None:
+        """Write every workload's entry and its signature (each atomically); None when the
+        kit has no cache key here (nothing is kept)."""
+        key = _key()
+        if key is None:
+            return None
         self.path.parent.mkdir(parents=True, exist_ok=True)
         data = {"format": FORMAT, "version": VERSION, "header": self.header,
                 "workloads": workloads}
-        atomic_write_text(self.path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+        raw = (json.dumps(data, indent=1, sort_keys=True) + "\n").encode("utf-8")
+        atomic_write_bytes(self.path, raw)
+        atomic_write_text(self.signature_path, _sign(key, raw) + "\n")
         return self.path
+
+
+def _key() -> bytes | None:
+    from fib_core.bench.integrity import ensure_key
+
+    return ensure_key()
+
+
+def _sign(key: bytes, raw: bytes) -> str:
+    return hmac.new(key, raw, hashlib.sha256).hexdigest()
 
 
 def _valid(entry: Any) -> bool:

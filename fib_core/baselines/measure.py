@@ -94,10 +94,14 @@ def baseline_times(
         lasting = {u: e for u, e in fresh.items()
                    if "latency_ms" in e or e.get("status") in LASTING_FAILURES}
         try:
-            cache.save({**cache.load(), **lasting})  # re-read: another GPU may have added some
+            kept = cache.save({**cache.load(), **lasting})  # re-read: another GPU may add some
         except OSError as err:
+            kept = None
             times.notes.append(f"{cache.path}: cannot keep the baseline latencies "
                                f"({err.strerror or err}); they are measured again next run")
+        if kept is None and not times.notes:
+            times.notes.append("no cache key here: the baseline latencies are measured again "
+                               "next run")
         known = {**known, **fresh}
     for w in workloads:
         entry = known.get(w.workload.uuid)

@@ -148,18 +148,23 @@ def test_cache_keeps_latencies_per_gpu_version_and_settings(tmp_path, monkeypatc
     assert other.path != cache.path and other.load() == {}
 
 
-def test_cache_ignores_foreign_or_broken_files(tmp_path, monkeypatch):
+def test_cache_ignores_forged_foreign_or_broken_files(tmp_path, monkeypatch):
     cache = _cache(tmp_path, monkeypatch)
-    cache.path.parent.mkdir(parents=True)
+    cache.save({"ok": {"latency_ms": 1.5}, "zero": {"latency_ms": 0},
+                "nan": {"latency_ms": float("nan")}, "junk": 3})
+    assert cache.load() == {"ok": {"latency_ms": 1.5}}
+    assert cache.signature_path.is_file()
+    # A solution rewriting the file (a slower baseline inflates every score) is not believed.
+    cache.path.write_text(cache.path.read_text().replace("1.5", "1500.0"))
+    assert cache.load() == {}
+    cache.save({"ok": {"latency_ms": 1.5}})
+    cache.signature_path.unlink()
+    assert cache.load() == {}
     cache.path.write_text("{not json")
     assert cache.load() == {}
-    data = {"format": "fib-baseline-latencies", "version": 1, "header": cache.header,
-            "workloads": {"ok": {"latency_ms": 1.5}, "zero": {"latency_ms": 0},
-                          "nan": {"latency_ms": float("nan")}, "junk": 3}}
-    cache.path.write_text(json.dumps(data))
-    assert cache.load() == {"ok": {"latency_ms": 1.5}}
-    data["header"] = {**cache.header, "gpu": "NVIDIA B200"}
-    cache.path.write_text(json.dumps(data))
+    # Signed, but for another setup (the header differs): not this run's figures.
+    other = BaselineCache(cache.path, {**cache.header, "gpu": "NVIDIA B200"})
+    other.save({"ok": {"latency_ms": 1.5}})
     assert cache.load() == {}
 
 
