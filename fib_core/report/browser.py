@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -51,6 +52,14 @@ _FLAGS = (
     "--disable-extensions",
     "--no-first-run",
     "--hide-scrollbars",
+)
+# Run by a child Python: fds argv[1] and argv[2] become 3 and 4 (where Chromium's
+# --remote-debugging-pipe reads commands and writes replies), then it becomes argv[3:].
+_WIRE_FDS = (
+    "import fcntl, os, sys\n"
+    "a, b = (fcntl.fcntl(int(fd), fcntl.F_DUPFD, 10) for fd in sys.argv[1:3])\n"
+    "os.dup2(a, 3)\nos.dup2(b, 4)\nos.close(a)\nos.close(b)\n"
+    "os.execv(sys.argv[3], sys.argv[3:])\n"
 )
 _CONSOLE = re.compile(r":CONSOLE[:(]\d*\)?\]\s*(.*)")
 
@@ -151,24 +160,15 @@ class Page:
         to_child, self._out = os.pipe()  # our commands -> Chromium's fd 3
         self._in, from_child = os.pipe()  # Chromium's fd 4 -> our replies
         profile = self._profile.name
-
-        def wire_fds() -> None:  # in the child: the two pipe ends become fds 3 and 4
-            import fcntl
-
-            a = fcntl.fcntl(to_child, fcntl.F_DUPFD, 10)
-            b = fcntl.fcntl(from_child, fcntl.F_DUPFD, 10)
-            os.dup2(a, 3)
-            os.dup2(b, 4)
-
-        try:
+        try:  # a small Python step puts the two pipe ends at fds 3 and 4, then runs Chromium
             self._proc = subprocess.Popen(
-                [self.exe, *_FLAGS, f"--user-data-dir={profile}", "--remote-debugging-pipe",
+                [sys.executable, "-I", "-S", "-c", _WIRE_FDS, str(to_child), str(from_child),
+                 self.exe, *_FLAGS, f"--user-data-dir={profile}", "--remote-debugging-pipe",
                  "about:blank"],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
-                pass_fds=(3, 4),
-                preexec_fn=wire_fds,  # noqa: PLW1509 - no threads of ours exist yet
+                pass_fds=(to_child, from_child),
                 env={**os.environ, "HOME": profile},
             )
         finally:

@@ -222,7 +222,7 @@ def _history(sec: ReportSection, key: str) -> str:
         ]
         rows.append("<tr>" + "".join(cells) + "</tr>")
     head = [("#", True), ("when (UTC)", False), ("run", False), ("commit", False),
-            ("solution", False), ("vs reference", True)]
+            ("solution", False), ("score (vs reference)", True)]
     if by_contest:
         head.append(("contest score", True))
     head += [("passed", True), ("changed", False)]

@@ -28,11 +28,18 @@ def shape_table(results: RunResults) -> str:
     if not shapes:
         return ""
     base = bool(baseline_latencies(results))
+    # Column groups no shape has a figure for (a CPU smoke run: no floor, no reference) are
+    # left out rather than shown as columns of dashes.
+    floor = any(s.floor for s in shapes)
+    ref = any(s.reference for s in shapes)
     head = [("shape", False), ("workloads", True), ("passed", True), ("latency", True),
-            ("lowest-highest", True), ("roofline floor", True), ("% roofline", True)]
+            ("lowest-highest", True)]
+    if floor:
+        head += [("roofline floor", True), ("% roofline", True)]
     if base:
         head += [("baseline", True), ("vs baseline", True)]
-    head += [("reference", True), ("reference lowest-highest", True), ("vs reference", True)]
+    if ref:
+        head += [("reference", True), ("reference lowest-highest", True), ("vs reference", True)]
     rows = []
     for s in shapes:
         cells = [
@@ -42,16 +49,17 @@ def shape_table(results: RunResults) -> str:
                cls="" if s.passed == s.workloads else "fail"),
             _band_cell(s.kernel, fmt_ms),
             _range_cell(s.kernel),
-            _band_cell(s.floor, fmt_ms),
-            _band_cell(s.roofline, _pct),
         ]
+        if floor:
+            cells += [_band_cell(s.floor, fmt_ms), _band_cell(s.roofline, _pct)]
         if base:
             cells += [_band_cell(s.baseline, fmt_ms), _band_cell(s.baseline_speedup, fmt_speedup)]
-        cells += [
-            _band_cell(s.reference, fmt_ms),
-            _range_cell(s.reference, ratio=True),
-            _band_cell(s.speedup, _fmt_x, spread=True),
-        ]
+        if ref:
+            cells += [
+                _band_cell(s.reference, fmt_ms),
+                _range_cell(s.reference, ratio=True),
+                _band_cell(s.speedup, _fmt_x, spread=True),
+            ]
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return (
         '<p class="note">medians over the passing workloads of each shape; lowest-highest is '

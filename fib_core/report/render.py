@@ -201,6 +201,8 @@ def _print_shapes(results: RunResults, console: Console, *, wide: bool = False) 
         }
         for name in columns:
             columns[name].append(cells[name])
+    always = ("shape", "n", "passed", "latency")  # the rest only where some shape has a figure
+    columns = {k: v for k, v in columns.items() if k in always or any(c != "-" for c in v)}
     kept = fit_columns(columns, console.width, wide=wide, drop_order=SHAPE_DROP_ORDER)
     table = Table(
         title="Per shape (medians over its passing workloads)",

@@ -98,7 +98,7 @@ def test_history_lists_each_run_with_score_and_changes(mkrecord) -> None:
     page = build_html([ReportSection(b, history=[a, b])])
     table = re.search(r'<table class="history">.*?<tbody>(.*?)</tbody>', page, re.S).group(1)
     rows = [_cells(r) for r in re.findall(r"<tr>(.*?)</tr>", table, re.S)]
-    assert _head(page, "history")[5] == "vs reference"
+    assert _head(page, "history")[5] == "score (vs reference)"
     assert [r[5] for r in rows] == ["3.00x", "4.50x (best)"]
     assert rows[1][7] == "solution 11111111→22222222; engine.iterations 50→100"
     assert rows[0][3] == "aaaaaaa"  # the commit, beside the time (UTC)

@@ -115,3 +115,16 @@ def test_clocks_line_reads_what_nvidia_smi_reported():
         "SM 1755/1980 MHz, mem 2619 MHz")
     assert clocks_text({"clocks_sm": "[N/A]", "clocks_mem": "1593"}) == "mem 1593 MHz"
     assert clocks_text({}) is None and clocks_text(None) is None
+
+
+def test_a_cpu_run_shape_table_leaves_out_what_it_did_not_measure(mkrow, mkrun):
+    rows = [mkrow(f"c{i}", latency=5000.0 + 1000 * i, speedup=None, reference_latency_ms=None,
+                  axes={"batch_size": 1 + i % 2}) for i in range(4)]
+    buf = io.StringIO()
+    render_results(mkrun(rows, device="cpu", gpu_name=None), Console(file=buf, width=160))
+    out = buf.getvalue()
+    header = next(ln for ln in out.splitlines() if ln.startswith("| shape"))
+    assert "latency" in header and "spread" in header
+    assert "reference" not in header and "roofline" not in header and "vs ref" not in header
+    line = next(ln for ln in out.splitlines() if ln.startswith("| batch_size=1 "))
+    assert line.split("|")[2:6] == [" 2 ", "    2/2 ", "  6.00 s ", " 5.00-7.00 s "]
