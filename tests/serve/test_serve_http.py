@@ -203,3 +203,33 @@ def test_client_example_of_the_docs(server, serve_kit, tmp_path: Path, repo_root
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [f"{SMALL[:8]} PASSED", f"{LARGE[:8]} PASSED"]
+
+
+HOSTILE_FIXTURES = Path(__file__).resolve().parents[1] / "hostile" / "fixtures"
+# fixture -> the verdicts it may get (tests/hostile/test_containment.py has the same)
+ATTACKS = {"forge_result": {"RUNTIME_ERROR"}, "rewrite_dataset": {"RUNTIME_ERROR"},
+           "patch_checker": {"INCORRECT_NUMERICAL", "RUNTIME_ERROR"}}
+
+
+def test_hostile_corpus_through_the_server(server, serve_kit) -> None:
+    """Attacks of the hostile corpus, submitted over HTTP: each gets a failing verdict, what the
+    server stored before stays as it was, and the server goes on."""
+    honest = server.finished(server.evaluate(serve_kit.fixture_solution("wrong", "keeper"),
+                                             [SMALL]))
+    stored = server.dataset / "traces" / "keeper" / "toy" / "toy_axpy.jsonl"
+    before = stored.read_bytes()
+    workloads = (server.dataset / "workloads" / "toy" / "toy_axpy.jsonl").read_bytes()
+    # Without namespaces nothing stops a solution from rewriting the dataset (the run warns).
+    attacks = [n for n in ATTACKS if namespaces_available() or n != "rewrite_dataset"]
+    ids = {name: server.evaluate(serve_kit.solution(
+        name, (HOSTILE_FIXTURES / f"{name}.py").read_text(), "attacker"), [SMALL])
+        for name in attacks}
+    for name, task_id in ids.items():
+        task = server.finished(task_id)
+        assert task["status"] == "completed", (name, task)
+        status = task["traces"][0]["evaluation"]["status"]
+        assert status in ATTACKS[name], (name, status, task["traces"][0]["evaluation"]["log"])
+    assert stored.read_bytes() == before
+    assert (server.dataset / "workloads" / "toy" / "toy_axpy.jsonl").read_bytes() == workloads
+    assert server.call(f"/tasks/{honest['task_id']}")[1] == honest
+    assert honest["traces"][0]["evaluation"]["status"] == "INCORRECT_NUMERICAL"
