@@ -93,7 +93,8 @@ class Service:
             chosen = known
         else:
             chosen = list(dict.fromkeys(workload_uuids))
-            missing = [u for u in chosen if u not in set(known)]
+            kept = set(known)
+            missing = [u for u in chosen if u not in kept]
             if missing:
                 raise Rejected(400, f"workload_uuids: {missing[0]!r} is not a workload of "
                                f"{solution.definition}; GET /definitions/"

@@ -54,16 +54,16 @@ def check_layout(ctx: DefinitionContext) -> list[CheckMessage]:
         return out  # the definition category says why it did not load
     for rec in recs:
         out += _placed(rec, ["definitions", op, f"{ctx.name}.json"], {1: ("op_type", op)})
-    for file in sorted({r.file for r in ctx.workloads}):
+    for file in sorted({r.file for r in ctx.workloads if Path(r.file).stem == ctx.name}):
         out += _placed(Record(file, None), ["workloads", op, f"{ctx.name}.jsonl"],
-                       {1: ("op_type", op)})
-    for rec in ctx.workloads + ctx.traces:
-        named = getattr(rec.value, "definition", None)
-        if named is not None and Path(rec.file).stem != named:
-            folder = "workloads" if rec in ctx.workloads else "traces/<author>"
-            out.append(error(rec.where, "definition", f"{named!r} in the file of "
-                             f"{Path(rec.file).stem}", f"move the record to {folder}/{op}/"
-                             f"{named}.jsonl or fix the field"))
+                       {1: ("op_type", op)})  # a record in another's file: said per record
+    for folder, records in (("workloads", ctx.workloads), ("traces/<author>", ctx.traces)):
+        for rec in records:
+            named = getattr(rec.value, "definition", None)
+            if named is not None and Path(rec.file).stem != named:
+                out.append(error(rec.where, "definition", f"{named!r} in the file of "
+                                 f"{Path(rec.file).stem}", f"move the record to {folder}/{op}/"
+                                 f"{named}.jsonl or fix the field"))
     for rec in ctx.solutions:
         if rec.value is not None:
             out += _solution_path(rec, op)

@@ -79,6 +79,10 @@ def test_each_planted_fault_is_one_finding(tmp_path: Path) -> None:
     extra = "\n".join(json.dumps(r) for r in (zero, blob))
     (root / "workloads" / "misc" / "toy_axpy.jsonl").write_text("\n".join(lines) + "\n" + extra
                                                                 + "\n")
+    # 7. layout: a record of toy_axpy in another definition's file
+    stray = json.loads(json.dumps(record))
+    stray["workload"]["uuid"] = "toy-0005-stray"
+    (root / "workloads" / "misc" / "stray.jsonl").write_text(json.dumps(stray) + "\n")
     # 4. definition: no description
     path = root / "definitions" / "toy" / "toy_axpy.json"
     definition = json.loads(path.read_text())
@@ -101,7 +105,8 @@ def test_each_planted_fault_is_one_finding(tmp_path: Path) -> None:
     new = problems(broken) - problems(clean)
     expected = {  # (category, start of the line: file and field)
         "layout": ["workloads/misc/toy_axpy.jsonl: op_type:",
-                   "workloads/misc/toy_axpy.jsonl:4: workload.inputs.x.path:"],
+                   "workloads/misc/toy_axpy.jsonl:4: workload.inputs.x.path:",
+                   "workloads/misc/stray.jsonl:1: definition:"],
         "workload": ["workloads/misc/toy_axpy.jsonl:3: workload.axes.n:"],
         "definition": ["definitions/toy/toy_axpy.json: description:"],
         "solution": ["solutions/tests/toy_axpy/broken.json: spec.entry_point:"],
