@@ -120,6 +120,9 @@ def run_serve(args: argparse.Namespace) -> int:
     merge(flags=flags)  # a bad value is one line now, not a failed task later
     token = None if args.no_token else (os.environ.pop(TOKEN_VAR, "") or new_token())
     dataset = Path(args.local) if args.local is not None else Path(default_dataset_path())
+    if args.save_results and dataset.is_dir() and not os.access(dataset, os.W_OK):
+        raise ConfigError(f"--local {dataset}: not writable, so the traces could not be kept; "
+                          "pass --no-save-results, or a dataset folder you can write")
     lanes = parse_devices(args.devices, _visible_gpus())
     store = TaskStore(max_tasks=args.max_tasks)
     service = Service(ServiceSettings(dataset.resolve(), flags, args.save_results), store)
@@ -157,9 +160,13 @@ def _hide_results(dataset: Path) -> None:
     every worker the lanes start (:func:`fib_core.bench.containment.worker_mounts`)."""
     from fib_core.bench.containment import HIDE_VAR
 
-    folders = [dataset / "solutions", dataset / "traces"]
-    for folder in folders:
-        folder.mkdir(parents=True, exist_ok=True)
+    folders = []
+    for folder in (dataset / "solutions", dataset / "traces"):
+        try:  # made now, so that what the server writes there later is hidden too
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue  # a read-only dataset: nothing will be written there
+        folders.append(folder)
     os.environ[HIDE_VAR] = os.pathsep.join(str(f) for f in folders)
 
 
