@@ -43,7 +43,7 @@ def shape_table(results: RunResults) -> str:
     rows = []
     for s in shapes:
         cells = [
-            td(s.label, left=True),
+            td(s.label, left=True, v="|".join(f"{v:012d}" for v in s.axes.values())),
             td(str(s.workloads), v=s.workloads),
             td(f"{s.passed}/{s.workloads}", v=s.passed,
                cls="" if s.passed == s.workloads else "fail"),
@@ -63,7 +63,8 @@ def shape_table(results: RunResults) -> str:
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return (
         '<p class="note">medians over the passing workloads of each shape; lowest-highest is '
-        "the spread between those workloads</p>" + table(head, rows, cls="shapes")
+        "the spread between those workloads; click a header to sort</p>"
+        + '<div class="scroll">' + table(head, rows, cls="shapes sortable") + "</div>"
     )
 
 
