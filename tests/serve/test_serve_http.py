@@ -59,6 +59,7 @@ def test_batch_polling(server, serve_kit) -> None:
     wrong = server.evaluate(serve_kit.fixture_solution("wrong"), [SMALL])
     crash = server.evaluate(serve_kit.fixture_solution("kills_process"), [SMALL])
     empty = server.evaluate(serve_kit.fixture_solution("correct"), [])
+    broken = server.evaluate(serve_kit.solution("broken", "def run(x, y, alpha, out:\n"), [SMALL])
     status, now = server.call("/tasks/batch", {"task_ids": [wrong, crash], "timeout": 0})
     assert status == 200 and [t["task_id"] for t in now] == [wrong, crash]
     assert {t["status"] for t in now} <= {"pending", "running", "completed"}
@@ -72,6 +73,9 @@ def test_batch_polling(server, serve_kit) -> None:
     assert done[1]["status"] == "completed"  # a crash is the solution's verdict, not the task's
     assert done[1]["traces"][0]["evaluation"]["status"] == "RUNTIME_ERROR"
     assert done[3]["status"] == "failed" and "no workloads" in done[3]["error"]
+    compiled = server.finished(broken)  # the organizers' minimal example: a syntax error
+    assert compiled["status"] == "completed"
+    assert compiled["traces"][0]["evaluation"]["status"] == "COMPILE_ERROR"
     status, reply = server.call("/tasks/batch", {"task_ids": [wrong, "nope"]})
     assert status == 404 and "nope" in reply["detail"]
     # the server goes on after a crash
