@@ -1,20 +1,18 @@
 """``python -m fib_core serve``: an HTTP evaluation service over a dataset, for agents that
-write kernels in a loop (the organizers' endpoints; docs/serve.md).
+write kernels in a loop (the organizers' endpoints; docs/serve.md, whose plain-HTTP client is
+tested as written).
 
 Each submitted solution becomes a task; tasks are spread over the server's devices, one
 evaluation process per device, each running the same flow as ``run_local.py`` (sandboxed
 workers, the judge, the same settings and timers). Needs the extra: ``pip install -e
 ".[serve]"``. Importing this package imports neither FastAPI nor torch.
 
-Client example (plain HTTP, standard library only)::
+Modules: :mod:`.cli` (flags, start), :mod:`.app` (routes), :mod:`.guard` (token, body cap),
+:mod:`.service` (submissions, requests, stored traces), :mod:`.scheduler` (devices and their
+queue), :mod:`.lane_process` (one device's evaluation process), :mod:`.tasks` (task states).
 
-    import json, urllib.request
-    def call(path, body=None, token="TOKEN-PRINTED-AT-START"):
-        req = urllib.request.Request(f"http://127.0.0.1:8000{path}", method="POST" if body else "GET",
-                                     data=json.dumps(body).encode() if body else None,
-                                     headers={"Authorization": f"Bearer {token}",
-                                              "Content-Type": "application/json"})
-        return json.load(urllib.request.urlopen(req))
-    task = call("/evaluate", {"solution": json.load(open("solution.json"))})
-    print(call(f"/tasks/{task['task_id']}?timeout=600")["traces"])
+Example (a shell)::
+
+    python -m fib_core serve --local my-dataset --devices cuda:0,cuda:1
+    curl -H "Authorization: Bearer $TOKEN" http://127.0.0.1:8000/definitions
 """
