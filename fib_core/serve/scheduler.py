@@ -35,9 +35,15 @@ class Lane:
 
     device: str
     device_id: str | None
-    healthy: bool = False
+    started: bool = False  # its process answered once since it was (re)started
     process: Any = None
     conn: Any = None
+
+    @property
+    def healthy(self) -> bool:
+        """Its evaluation process started and is still there."""
+        process = self.process  # read once: the lane's thread may be replacing it
+        return self.started and process is not None and process.is_alive()
 
 
 class Scheduler:
@@ -156,11 +162,11 @@ class Scheduler:
             self._stop_process(lane)
             raise RuntimeError(f"the evaluation process of {lane.device} did not start")
         ours.recv()
-        lane.healthy = True
+        lane.started = True
 
     def _stop_process(self, lane: Lane) -> None:
         process, lane.process = lane.process, None
-        lane.healthy = False
+        lane.started = False
         if lane.conn is not None:
             lane.conn.close()
             lane.conn = None
