@@ -18,6 +18,7 @@ Example (what ``runflow.execute`` does after the solution's run)::
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,10 +68,16 @@ def run_environment(traces: list[Any]) -> tuple[str | None, tuple[int, int] | No
 
 
 def baseline_times(
-    trace_set: Any, definition: str, workloads: list[Any], traces: list[Any], config: Any
+    trace_set: Any,
+    definition: str,
+    workloads: list[Any],
+    traces: list[Any],
+    config: Any,
+    on_event: Callable[[Any], None] | None = None,
 ) -> BaselineTimes:
     """The baseline's latencies on ``workloads`` (workload records), from the cache or measured
-    now with ``config`` (the solution's BenchmarkConfig) on the GPU ``traces`` ran on."""
+    now with ``config`` (the solution's BenchmarkConfig) on the GPU ``traces`` ran on;
+    ``on_event`` gets the engine's events of that measurement (a progress bar counts them)."""
     baseline = baseline_for(definition)
     if baseline is None:
         return BaselineTimes(definition, reason=f"the contest has no FlashInfer baseline for "
@@ -89,7 +96,7 @@ def baseline_times(
     known = cache.load()
     missing = [w for w in workloads if w.workload.uuid not in known]
     if missing:
-        fresh = _measure(trace_set, solution, missing, config, baseline.mutates_inputs)
+        fresh = _measure(trace_set, solution, missing, config, baseline.mutates_inputs, on_event)
         times.measured = len(fresh)
         lasting = {u: e for u, e in fresh.items()
                    if "latency_ms" in e or e.get("status") in LASTING_FAILURES}
@@ -115,7 +122,12 @@ def baseline_times(
 
 
 def _measure(
-    trace_set: Any, solution: Any, workloads: list[Any], config: Any, mutates_inputs: bool
+    trace_set: Any,
+    solution: Any,
+    workloads: list[Any],
+    config: Any,
+    mutates_inputs: bool,
+    on_event: Callable[[Any], None] | None,
 ) -> dict[str, dict[str, Any]]:
     """Time the baseline on ``workloads`` through the engine: uuid -> cache entry."""
     from fib_core.bench import Benchmark
@@ -126,7 +138,7 @@ def _measure(
         allow_input_mutation=config.allow_input_mutation or mutates_inputs,
     )
     with Benchmark(trace_set, settings) as bench:
-        traces = bench.run_solution(solution, workloads)
+        traces = bench.run_solution(solution, workloads, on_event=on_event)
     entries: dict[str, dict[str, Any]] = {}
     for trace in traces:
         ev = trace.evaluation
@@ -145,14 +157,20 @@ def _measure(
 
 
 def shard_baseline(
-    trace_set: Any, definition: str, workloads: list[Any], traces: list[Any], config: Any
+    trace_set: Any,
+    definition: str,
+    workloads: list[Any],
+    traces: list[Any],
+    config: Any,
+    on_event: Callable[[Any], None] | None = None,
 ) -> dict[str, Any]:
     """:func:`baseline_times` as plain data for a ShardResult. A failure to measure the
     baseline (an unusable installation) becomes its reason: the solution's own figures stand."""
     from fib_core.errors import FibError
 
     try:
-        return baseline_times(trace_set, definition, workloads, list(traces), config).to_dict()
+        times = baseline_times(trace_set, definition, workloads, list(traces), config, on_event)
+        return times.to_dict()
     except (FibError, OSError, RuntimeError, ImportError) as err:
         first = str(err).strip().splitlines()
         why = first[0] if first else type(err).__name__
