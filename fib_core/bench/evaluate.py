@@ -318,7 +318,9 @@ class Evaluator:
             [],
             dict(workload.axes),
             notes,
-            compute_ref,
+            # Judged remotely, the worker never computes a reference: no function that does
+            # stays where the solution's call stack or the garbage collector could reach it.
+            compute_ref if self.remote_check is None else None,
             latency,
             total_sets=wanted,
             make_more=make_more if early < wanted else None,

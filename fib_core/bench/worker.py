@@ -597,6 +597,18 @@ def _profiled() -> bool:
     return monitoring is not None and monitoring.get_tool(monitoring.PROFILER_ID) is not None
 
 
+def _hidden_references(trusted: bool) -> list[tuple[str, str]]:
+    """The reference cache, hidden from a worker whose outputs a judge checks: only the judge
+    reads references, and a solution must not load the outputs cached there (read-only is not
+    enough). A trusted worker computes its own references, through that cache."""
+    if trusted:
+        return []
+    from fib_core.paths import cache_dir
+
+    folder = cache_dir() / "reference"
+    return [("hide", str(folder.resolve()))] if folder.is_dir() else []
+
+
 def main(argv: list[str] | None = None) -> int:
     from fib_core.bench.containment import parse_mount
 
@@ -618,7 +630,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.role == "judge":
         sandbox.forbid_tracing()
     else:
-        warnings = sandbox.contain(args.mount)
+        warnings = sandbox.contain([*args.mount, *_hidden_references(args.trusted)])
     from fib_core.bench.wire import send_frame, socket_from_fd
 
     sock = socket_from_fd(args.fd)
