@@ -120,6 +120,7 @@ def _section(sec: ReportSection, key: str) -> str:
     ):
         if svg:
             out.append(f'<figure class="plot" data-plot="{name}">{svg}</figure>')
+    out.append(_axis_note(res))
     out.append(shape_table(res))
     out.append(f"<h3>Per workload ({len(res.rows)})</h3>")
     out.append(workload_table(res, deltas, key))
@@ -131,6 +132,20 @@ def _section(sec: ReportSection, key: str) -> str:
     out.append(_environment(rec))
     out.append("</section>")
     return "\n".join(p for p in out if p)
+
+
+def _axis_note(res) -> str:
+    """When several axes vary, the plots' x is one of them: say what a point gathers."""
+    from fib_core.report.shapes import plot_axis, shape_axes
+
+    axis = plot_axis(res.rows)
+    others = [k for k in shape_axes(res.rows) if k != axis]
+    if not axis or not others:
+        return ""
+    return (
+        f'<p class="note">The plots\' x is {_e(axis)}; a point gathers every workload at one '
+        f"{_e(axis)}, whatever its {_e(', '.join(others))} (the table below has each shape).</p>"
+    )
 
 
 def _machine(res) -> str:

@@ -28,7 +28,7 @@ from typing import Any
 
 from fib_core.report.baseline import BASELINE_LABEL, baseline_latencies, baseline_speedups
 from fib_core.report.results import RunResults, WorkloadResult
-from fib_core.report.shapes import plot_axis, shape_axes
+from fib_core.report.shapes import plot_axis
 
 PLOT_HINT = 'plots need matplotlib: pip install -e ".[plot]"'
 _WIDTH_IN = 11.0
@@ -306,10 +306,6 @@ def _finish(
 
 def _x_axis(ax: Any, axis: str, rows: Sequence[WorkloadResult]) -> None:
     _x_scale(ax, axis, [_x(r, axis) for r in rows])
-    others = [k for k in shape_axes(rows) if k != axis]
-    if others:  # several shapes share an x: say what a point stands for
-        ax.set_xlabel(f"{axis} (a point: all workloads at that {axis}, whatever their "
-                      f"{', '.join(others)})", fontsize=_FONT)
 
 
 def _x_scale(ax: Any, axis: str, xs: Sequence[float]) -> None:
