@@ -167,7 +167,7 @@ def main() -> int:
               f"median {statistics.median(times):.3f} s, best {min(times):.3f} s "
               f"({min(times) / max(n_traces, 1) * 1e6:.1f} us per trace); "
               f"CPU time median {statistics.median(cpu_times):.3f} s")
-        print(f"rank_authors: {rank_s:.3f} s -> {[(a, round(s, 3)) for a, s in ranking]}")
+        print(f"rank_authors: {rank_s:.3f} s -> {[(a, round(s.avg_speedup, 3)) for a, s in ranking]}")
 
         if args.profile:
             prof = cProfile.Profile()
