@@ -237,3 +237,37 @@ def test_hostile_corpus_through_the_server(server, serve_kit) -> None:
     assert (server.dataset / "workloads" / "toy" / "toy_axpy.jsonl").read_bytes() == workloads
     assert server.call(f"/tasks/{honest['task_id']}")[1] == honest
     assert honest["traces"][0]["evaluation"]["status"] == "INCORRECT_NUMERICAL"
+
+
+def _lane_pids(server_pid: int) -> list[int]:
+    """The server's evaluation processes (its children started by multiprocessing)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == server_pid and b"spawn_main" in command:
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_lost_evaluation_process_is_replaced(server, serve_kit) -> None:
+    import signal
+    import time
+
+    if not Path("/proc/self/stat").exists():
+        pytest.skip("needs /proc")
+    [lane] = _lane_pids(server.process.pid)
+    os.kill(lane, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while server.call("/health")[1]["workers"][0]["healthy"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert server.call("/health")[1]["workers"] == [{"device": "cpu", "healthy": False}]
+    task = server.finished(server.evaluate(serve_kit.fixture_solution("correct"), [SMALL]))
+    assert task["traces"][0]["evaluation"]["status"] == "PASSED"
+    assert server.call("/health")[1]["workers"] == [{"device": "cpu", "healthy": True}]
+    assert _lane_pids(server.process.pid) != [lane]
