@@ -46,7 +46,8 @@ class ContestScore(BaseModel):
     def line(self) -> str:
         """One terminal line: the score and what it covers, or why there is none."""
         if self.score is None:
-            return f"contest score: none ({self.reason})"
+            named = f"FlashInfer baseline {self.baseline}: " if self.baseline else ""
+            return f"contest score: none ({named}{self.reason})"
         libs = ", ".join(f"{name} {version}" for name, version in self.versions.items())
         where = f"; {self.gpu}" + (f", {libs}" if libs else "") if self.gpu else ""
         if self.metrics is not None and self.metrics.success_rate == 0.0:

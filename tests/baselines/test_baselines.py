@@ -203,7 +203,8 @@ def test_no_contest_score_says_why():
     traces = [_trace("w1", 0.5)]
     why = "FlashInfer trtllm_fp8_block_scale_moe runs on SM100 or SM103 only"
     score = contest_score(MOE, traces, [_times({}, reason=why)])
-    assert score.score is None and score.line() == f"contest score: none ({why})"
+    assert score.score is None
+    assert score.line() == f"contest score: none (FlashInfer baseline flashinfer_wrapper_9b7f1e: {why})"
     assert contest_score(DECODE, traces, [None]).reason == (
         "no baseline figures came back from this run")
     assert contest_score(DECODE, traces, [_times({"other": 1.0})]).reason == (
