@@ -57,3 +57,20 @@ def test_bad_flags_are_one_line(flags: list[str], words: str, tmp_path: Path) ->
     assert out.returncode == 2, out.stdout + out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], lines
+
+
+def test_result_folders_are_hidden_from_workers(tmp_path: Path, monkeypatch) -> None:
+    """What the server sets for its lanes: the dataset's solutions/ and traces/ join the
+    folders every worker's sandbox hides (the dataset itself stays read-only)."""
+    from fib_core.bench.containment import HIDE_VAR, worker_mounts
+
+    dataset = tmp_path / "dataset"
+    for folder in ("definitions", "solutions", "traces"):
+        (dataset / folder).mkdir(parents=True)
+    monkeypatch.setenv(HIDE_VAR, f"{dataset / 'solutions'}:{dataset / 'traces'}")
+    mounts = worker_mounts(dataset)
+    assert str((dataset / "solutions").resolve()) in mounts.hidden
+    assert str((dataset / "traces").resolve()) in mounts.hidden
+    assert str(dataset.resolve()) in mounts.readonly
+    monkeypatch.delenv(HIDE_VAR)
+    assert str((dataset / "traces").resolve()) not in worker_mounts(dataset).hidden
