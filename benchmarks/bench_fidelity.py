@@ -45,6 +45,7 @@ DEFINITIONS = (
     "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64",
     "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048",
 )
+BLOB_MAX_BYTES = 64 << 20
 PER_WORKLOAD_BOUND = 0.10
 MEDIAN_BOUND = 0.05
 
@@ -95,12 +96,51 @@ def _workloads(dataset: Path, definition: str, args: argparse.Namespace) -> list
     return lines[: args.workloads]
 
 
+def _structured_blobs(dataset: Path, definition: str, records: list[dict], root: Path) -> None:
+    """Inputs a workload leaves "random" that the kit draws with the definition's own
+    generator (normalised keys, gates in their ranges, boundaries) are written as blobs for
+    the organizers' run, so both check and time the same data: their harness draws N(0, 1)
+    for every "random" input (the contest's own workloads carry real tensors as blobs).
+    Inputs over BLOB_MAX_BYTES stay random there (weights, caches: same distribution)."""
+    import torch
+    from safetensors.torch import save_file
+
+    from fib_core.bench.inputs import generate_inputs, input_generator_for
+    from fib_core.data import TraceSet
+    from fib_core.data.workload import Workload
+
+    if input_generator_for(definition) is None:
+        return
+    spec = TraceSet.from_path(str(dataset)).definitions[definition]
+    for record in records:
+        workload = Workload.from_dict(record["workload"])
+        values = dict(zip(spec.input_names, generate_inputs(
+            spec, workload, seed=0, device="cpu", dataset_root=str(dataset)), strict=True))
+        blobs = {}
+        for name, given in record["workload"]["inputs"].items():
+            value = values.get(name)
+            if given.get("type") == "random" and isinstance(value, torch.Tensor) \
+                    and value.numel() * value.element_size() <= BLOB_MAX_BYTES:
+                blobs[name] = value.contiguous()
+        if not blobs:
+            continue
+        rel = f"fidelity_blobs/{definition}/{workload.uuid}.safetensors"
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        save_file(blobs, str(root / rel))
+        for name in blobs:
+            record["workload"]["inputs"][name] = {"type": "safetensors", "path": rel,
+                                                  "tensor_key": name}
+
+
 def _organizers_set(dataset: Path, definition: str, records: list[dict], solution: Any,
                     root: Path) -> None:
-    """A trace set for the organizers' CLI: the definition, the workloads, the solution, and
-    the dataset's blobs linked in (workload paths are relative to the set's root)."""
+    """A trace set for the organizers' CLI: the definition, the workloads (structured integer
+    inputs as blobs), the solution, and the dataset's blobs linked in (workload paths are
+    relative to the set's root)."""
     (def_file,) = dataset.glob(f"definitions/*/{definition}.json")
     op = def_file.parent.name
+    records = json.loads(json.dumps(records))  # the kit's run keeps the records as they are
+    _structured_blobs(dataset, definition, records, root)
     (root / "definitions" / op).mkdir(parents=True)
     shutil.copy(def_file, root / "definitions" / op / def_file.name)
     (root / "workloads" / op).mkdir(parents=True)
