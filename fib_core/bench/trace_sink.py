@@ -65,7 +65,8 @@ class TraceSink:
         else:
             line = (
                 f"cannot append traces to {failed} ({reason}) nor to a fallback file; the "
-                "results are only in this run's output (save them with --json)"
+                "results are only in this run's output and the traces it returns (free disk "
+                "space or raise the file-size limit before the next run)"
             )
         if not self.problems or self.problems[-1] != line:
             self._report(line)
