@@ -1,12 +1,11 @@
 """A headless Chromium, when one is installed: the report as a browser renders it, or a PNG.
 
 Used by ``scripts/report.py --png`` (a screenshot for the README or a pull request) and by the
-tests that open the report in a real browser: :func:`render_dom` loads a page once and returns
-its DOM and console messages; :class:`Page` keeps the page open and drives it through
-Chromium's DevTools protocol over a pipe (``--remote-debugging-pipe``: no port, no network, no
-extra package), so a test can click a table header, read the rows back, and collect every
-script error and console message. Nothing here is needed to write a report; every function
-says plainly when no browser is found.
+tests that open the report in a real browser: :class:`Page` keeps the page open and drives it
+through Chromium's DevTools protocol over a pipe (``--remote-debugging-pipe``: no port, no
+network, no extra package), so a test can click a table header, read the rows back, and
+collect every script error and console message. Nothing here is needed to write a report;
+every function says plainly when no browser is found.
 
 Example::
 
@@ -22,13 +21,11 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,15 +58,6 @@ _WIRE_FDS = (
     "os.dup2(a, 3)\nos.dup2(b, 4)\nos.close(a)\nos.close(b)\n"
     "os.execv(sys.argv[3], sys.argv[3:])\n"
 )
-_CONSOLE = re.compile(r":CONSOLE[:(]\d*\)?\]\s*(.*)")
-
-
-@dataclass(frozen=True)
-class Rendered:
-    """What the browser made of a page: its DOM after load, and every console message."""
-
-    dom: str
-    console: list[str]
 
 
 def find_browser() -> str | None:
@@ -82,16 +70,6 @@ def find_browser() -> str | None:
         if found:
             return found
     return None
-
-
-def render_dom(html_path: str | Path, *, browser: str | None = None) -> Rendered:
-    """Load ``html_path`` in headless Chromium; the DOM it built and its console messages.
-
-    The page gets a private, throw-away profile folder; Chromium writes nothing else.
-    """
-    out = _run(html_path, ["--enable-logging=stderr", "--v=0", "--dump-dom"], browser)
-    console = [m.group(1) for line in out.stderr.splitlines() if (m := _CONSOLE.search(line))]
-    return Rendered(dom=out.stdout, console=console)
 
 
 def screenshot(
@@ -316,27 +294,3 @@ def _exception_text(details: dict[str, Any]) -> str:
 
 def _remote_text(arg: dict[str, Any]) -> str:
     return str(arg.get("value", arg.get("description", "")))
-
-
-def _run(
-    html_path: str | Path, flags: list[str], browser: str | None
-) -> subprocess.CompletedProcess:
-    exe = browser or find_browser()
-    if exe is None:
-        raise FibError(INSTALL_HINT)
-    page = Path(html_path).resolve()
-    if not page.is_file():
-        raise FibError(f"{html_path}: no such HTML file")
-    with tempfile.TemporaryDirectory(prefix="fib-browser-") as profile:
-        cmd = [exe, *_FLAGS, f"--user-data-dir={profile}", *flags, page.as_uri()]
-        try:
-            return subprocess.run(
-                cmd,
-                capture_output=True,
-                text=True,
-                timeout=_TIMEOUT_S,
-                check=False,
-                env={**os.environ, "HOME": profile},
-            )
-        except subprocess.TimeoutExpired:
-            raise FibError(f"{exe}: no answer within {_TIMEOUT_S} s rendering {page}") from None

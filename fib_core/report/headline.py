@@ -49,10 +49,9 @@ class Headline:
     details: list[str] = field(default_factory=list)
 
 
-def headline(results: RunResults, *, fmt_ms=None) -> Headline:
-    """The headline of ``results``; ``fmt_ms`` formats latencies (default: the terminal's)."""
-    if fmt_ms is None:
-        from fib_core.report.render import fmt_ms
+def headline(results: RunResults) -> Headline:
+    """The headline of ``results``: its title and the lines that qualify it."""
+    from fib_core.report.render import fmt_ms  # render imports this module
     summary = summarize(results)
     n, failed = summary.total, summary.failed
     passing = [r for r in results.rows if r.passed]

@@ -226,7 +226,8 @@ def _history(sec: ReportSection, key: str) -> str:
             _td(r.run_id, left=True),
             _td(r.git.label(), left=True),
             _td((r.solution_hash or "?")[:8], left=True),
-            _td(r.score_label + (" (best)" if h.is_best else ""), v=r.score if r.has_score else None),
+            _td(r.score_label + (" (best)" if h.is_best else ""),
+                v=r.score if r.has_score else None),
         ]
         if by_contest:
             c = contest.get(r.run_id)

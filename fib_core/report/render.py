@@ -34,7 +34,14 @@ LOG_WIDTH = 160
 MAX_NOTES = 5
 _STATUS_STYLE = {EvaluationStatus.PASSED: "green", EvaluationStatus.TIMEOUT: "yellow"}
 
-__all__ = ["fmt_ms", "fmt_ms_range", "fmt_speedup", "progress_bar", "readable_width", "render_results"]
+__all__ = [
+    "fmt_ms",
+    "fmt_ms_range",
+    "fmt_speedup",
+    "progress_bar",
+    "readable_width",
+    "render_results",
+]
 
 
 def render_results(

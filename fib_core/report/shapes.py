@@ -127,8 +127,9 @@ def by_shape(results: RunResults) -> list[ShapeStats]:
 def worst_reference_spread(shapes: Sequence[ShapeStats]) -> ShapeStats | None:
     """The shape whose reference latency varies most between its workloads (None if no shape
     has two timed references): the noise every speedup over the reference carries."""
-    timed = [s for s in shapes if s.reference is not None and s.reference.n > 1]
-    return max(timed, key=lambda s: s.reference.ratio) if timed else None  # type: ignore[union-attr]
+    timed = [(s.reference.ratio, i) for i, s in enumerate(shapes)
+             if s.reference is not None and s.reference.n > 1]
+    return shapes[max(timed)[1]] if timed else None
 
 
 def _sort_key(key: tuple) -> tuple:
