@@ -4,6 +4,7 @@ run (on a GPU: correctness and timing; without one: a CPU smoke run, correctness
     python scripts/run_local.py                       # every workload (CPU: the quick subset)
     python scripts/run_local.py --quick               # the quick subset
     python scripts/run_local.py --workloads batch_size=64
+    python scripts/run_local.py --strict --quick      # also fail errors the tolerance hides
     python scripts/run_local.py --contest             # exactly the organizers' settings
     python scripts/run_local.py --definition gdn_prefill_qk4_v8_d128_k_last   # one of a track
     python scripts/run_local.py --track               # every definition, then the track score
@@ -24,8 +25,8 @@ GPU (a CUDA GPU and its tools; refused or skipped, with a note, on a CPU):
     python scripts/run_local.py --sanitize memcheck         # compute-sanitizer, your lines
 
 Uses $FIB_DATASET_PATH, or the embedded default dataset when it is unset.
-Exit status: 0 every workload passed, 1 a workload failed, 2 a usage error (a bad flag,
-config.toml, dataset or path), 130 interrupted (Ctrl-C).
+Exit status: 0 every workload passed (with --strict: the strict check too), 1 a workload
+failed, 2 a usage error (a bad flag, config.toml, dataset or path), 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -76,6 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--track", action="store_true", help="every definition of the fork, then the track score"
     )
     run.add_argument("--quick", action="store_true", help="only the quick subset")
+    run.add_argument(
+        "--strict",
+        action="store_true",
+        help="also fail workloads whose error is large against the outputs' own scale "
+        "(a local check; the judge's verdict is unchanged)",
+    )
     run.add_argument(
         "--contest",
         action="store_true",
@@ -153,6 +160,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Path, RunOptions, list[st
     from fib_core.project.track_run import selected_definitions
 
     opts.track = a.track
+    opts.strict = a.strict
     opts.watch = a.watch
     return a.config, opts, selected_definitions(a.config, a.definition, a.track)
 

@@ -71,6 +71,7 @@ class RunOptions:
     results: Any = None  # set by finish(): the run's RunResults (a track run scores them)
     track: bool = False  # --track: every definition of the fork, then the track score
     watch: bool = False  # --watch: run again after each change to the solution or config
+    strict: bool = False  # --strict: also fail errors large against the outputs' own scale
 
 
 @dataclass
@@ -431,6 +432,9 @@ def finish(
         from fib_core.bench.cross_check import print_cross_check
 
         print_cross_check(cross, cross_notes, console)
+    from fib_core.project.strict_view import print_correctness_view
+
+    strict_failed = print_correctness_view(traces, console, strict=opts.strict)
     problems = []
     if opts.json_path is not None:
         written, problem = write_or_fallback(results.to_json, opts.json_path, "results")
@@ -458,4 +462,4 @@ def finish(
     ]
     if problems:
         return 2  # the measurements are kept, but not where the user asked
-    return 1 if failed or not traces else 0
+    return 1 if failed or strict_failed or not traces else 0

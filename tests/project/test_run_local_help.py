@@ -30,7 +30,8 @@ def test_help_groups_every_flag_and_ends_with_examples_and_exit_codes(repo_root:
     options = text[text.find("\noptions:\n"):at[0]]
     assert options.count("\n  -") == 1  # only -h, --help outside the groups
     assert "python scripts/run_local.py --inline --workloads" in text  # the examples
-    assert "Exit status: 0 every workload passed, 1 a workload failed, 2 a usage error" in text
+    assert "Exit status: 0 every workload passed (with --strict: the strict check too), 1" in text
+    assert "2 a usage error" in text
     assert "this machine's GPU" not in text and "CPU smoke run" in text
 
 
