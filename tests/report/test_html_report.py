@@ -264,3 +264,21 @@ def test_an_unwritable_ledger_or_page_is_reported_not_raised(tmp_path: Path, mkr
     assert problems[0].startswith(f"{blocker / 'ledger.jsonl'}: cannot record the run")
     assert problems[1].startswith(f"{blocker / 'r.html'}: cannot write the HTML report")
     assert rec.recorded is None
+
+
+@pytest.mark.skipif(not plots.plots_available(), reason="matplotlib is not installed")
+def test_history_plot_labels_time_and_commit_and_shades_repeated_runs(mkrecord) -> None:
+    runs = [mkrecord({1: ms}, solution_hash=h * 64, commit=h * 40) for ms, h in
+            ((0.010, "1"), (0.008, "2"), (0.0081, "2"))]
+    for k, rec in enumerate(runs):
+        rec.created = f"2026-03-0{k + 1}T09:3{k}:00+00:00"
+    svg = re.search(r'data-plot="history">(<svg.*?</svg>)',
+                    build_html([ReportSection(runs[-1], history=runs)]), re.S).group(1)
+    texts = [t.strip() for t in re.findall(r"<text[^>]*>(.*?)</text>", svg, re.S)]
+    assert "03-01 09:30" in " ".join(texts) and "2222222" in " ".join(texts)
+    assert "repeated runs of one solution: noise" in texts  # runs 2 and 3: one solution
+    assert "speedup over the reference (x)" in texts  # no baseline: the score it plots, named
+    assert "0.0" in texts or "0" in texts  # the y-axis starts at 0, not at the lowest score
+    once = [mkrecord({1: 0.01}, solution_hash=h * 64) for h in "12"]
+    assert "run it again to see the noise band" in build_html([ReportSection(once[1],
+                                                                             history=once)])
