@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field, Strict
+from pydantic import AfterValidator, BeforeValidator, Field, Strict, WithJsonSchema
 
 from .validation import rule_error
 
@@ -87,26 +87,26 @@ RelativePath = Annotated[str, Strict(), AfterValidator(relative_path)]
 _NONFINITE = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
 
 
-def _json_float(value: Any) -> Any:
-    """The format's strings for non-finite numbers as floats; anything else is left to the
-    strict float check (which refuses other strings, booleans and null)."""
+def _unusual_measure(value: Any) -> float:
+    """What the fast check (a finite number >= 0, in pydantic-core) refused: the format's
+    strings for non-finite numbers become floats, NaN passes (an error that could not be
+    measured), anything else is reported."""
     if value.__class__ is str:
-        try:
-            return _NONFINITE[value]
-        except KeyError:
-            raise rule_error('a number (or "Infinity", "-Infinity", "NaN")') from None
-    return value
-
-
-def _non_negative_json_float(value: Any) -> Any:
-    """As :func:`_json_float`, and below zero is refused (NaN compares false: allowed, as in
-    the format, where NaN marks an error that could not be measured)."""
-    if value.__class__ is str:
-        value = _json_float(value)
-    if value.__class__ in (int, float) and value < 0:
+        number = _NONFINITE.get(value)
+        if number is None:
+            raise rule_error('a number (or "Infinity", "-Infinity", "NaN")')
+        value = number
+    elif value.__class__ not in (int, float):
+        raise rule_error("a number")
+    if value < 0:  # NaN compares false: allowed
         raise rule_error("a number >= 0 (or NaN)")
-    return value
+    return float(value)
 
 
-JsonFloat = Annotated[float, Strict(), BeforeValidator(_json_float)]
-NonNegativeJsonFloat = Annotated[float, Strict(), BeforeValidator(_non_negative_json_float)]
+# A latency or an error bound: a number >= 0, +Infinity or NaN (written "Infinity", "NaN").
+# The common case is checked without Python; only the rest reaches _unusual_measure.
+Measure = Annotated[
+    Annotated[float, Strict(), Field(ge=0)] | Annotated[Any, BeforeValidator(_unusual_measure)],
+    Field(union_mode="left_to_right"),
+    WithJsonSchema({"anyOf": [{"type": "number", "minimum": 0}, {"enum": ["Infinity", "NaN"]}]}),
+]

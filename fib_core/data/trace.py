@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from .fields import NonEmptyStr, NonNegativeJsonFloat, Str
+from .fields import Measure, NonEmptyStr, Str
 from .model import OpenRecord, Record
 from .validation import NULL, rule_error
 from .workload import RandomInput, SafetensorsInput, ScalarInput, Workload
@@ -53,9 +53,9 @@ class Correctness(Record):
     POSITIONAL = ("max_relative_error", "max_absolute_error", "extra")
     ALWAYS = frozenset({"max_relative_error", "max_absolute_error"})
 
-    max_relative_error: NonNegativeJsonFloat = 0.0
+    max_relative_error: Measure = 0.0
     """Largest relative error over the output elements (NaN: not measurable)."""
-    max_absolute_error: NonNegativeJsonFloat = 0.0
+    max_absolute_error: Measure = 0.0
     """Largest absolute error over the output elements (NaN: not measurable)."""
     extra: dict[str, Any] | None = None
     """Further figures of the check (tolerances, matched ratio per output, checker notes)."""
@@ -67,11 +67,11 @@ class Performance(OpenRecord):
     POSITIONAL = ("latency_ms", "reference_latency_ms", "speedup_factor")
     ALWAYS = frozenset(POSITIONAL)
 
-    latency_ms: NonNegativeJsonFloat = 0.0
+    latency_ms: Measure = 0.0
     """The solution's latency."""
-    reference_latency_ms: NonNegativeJsonFloat = 0.0
+    reference_latency_ms: Measure = 0.0
     """The reference's latency on the same inputs."""
-    speedup_factor: NonNegativeJsonFloat = 0.0
+    speedup_factor: Measure = 0.0
     """reference_latency_ms / latency_ms."""
 
     @property

@@ -149,21 +149,26 @@ def schema_error(err: ValidationError, data: Any = None) -> SchemaError:
             found=ctx.get("tag"),
         )
     ctx = first.get("ctx") or {}
-    if first["type"] == RULE and "field" in ctx:
-        parts = [*parts, ctx["field"]]
-    expected = [_expected(first)]
-    for other in errors[1:]:
-        if _path(tuple(other["loc"]), data)[0] == parts and _expected(other) not in expected:
-            expected.append(_expected(other))
-    if "found" in ctx:
-        found = ctx["found"]
-    elif first["type"] == RULE and "field" in ctx:
-        found = None  # a rule about the object as a whole, with nothing single to show
-    else:
-        found = value if value is not _NOTHING else first.get("input")
+    if first["type"] == RULE and "field" in ctx:  # a rule naming a field below the object
+        return SchemaError(
+            ctx["expected"],
+            field=_join([*parts, ctx["field"]]),
+            found=ctx.get("found"),
+            hint=ctx.get("hint"),
+        )
+    # Several errors at one place: the members of a union, each refusing the value. A rule of
+    # the kit's among them says it best; otherwise every member's wish is listed.
+    here = [e for e in errors if _path(tuple(e["loc"]), data)[0] == parts] or [first]
+    rules = [e for e in here if e["type"] == RULE]
+    expected: list[str] = []
+    for error in rules or here:
+        if _expected(error) not in expected:
+            expected.append(_expected(error))
+    ctx = (rules[0] if rules else first).get("ctx") or {}
+    found = ctx.get("found", value if value is not _NOTHING else first.get("input"))
     return SchemaError(
         " or ".join(expected),
         field=_join(parts) or None,
-        found=NULL if found is None and "field" not in ctx else found,
+        found=NULL if found is None else found,
         hint=ctx.get("hint"),
     )
