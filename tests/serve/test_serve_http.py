@@ -218,8 +218,9 @@ ATTACKS = {"forge_result": {"RUNTIME_ERROR"}, "rewrite_dataset": {"RUNTIME_ERROR
 def test_hostile_corpus_through_the_server(server, serve_kit) -> None:
     """Attacks of the hostile corpus, submitted over HTTP: each gets a failing verdict, what the
     server stored before stays as it was, and the server goes on."""
-    honest = server.finished(server.evaluate(serve_kit.fixture_solution("wrong", "keeper"),
-                                             [SMALL]))
+    kept = serve_kit.fixture_solution("wrong", "keeper")
+    kept["sources"][0]["content"] += "# the keeper's own copy\n"  # not filed under another
+    honest = server.finished(server.evaluate(kept, [SMALL]))
     stored = server.dataset / "traces" / "keeper" / "toy" / "toy_axpy.jsonl"
     before = stored.read_bytes()
     workloads = (server.dataset / "workloads" / "toy" / "toy_axpy.jsonl").read_bytes()
