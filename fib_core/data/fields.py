@@ -88,7 +88,7 @@ _NONFINITE = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
 
 
 def _unusual_measure(value: Any) -> float:
-    """What the fast check (a finite number >= 0, in pydantic-core) refused: the format's
+    """What the fast check (a number >= 0, in pydantic-core) refused: the format's
     strings for non-finite numbers become floats, NaN passes (an error that could not be
     measured), anything else is reported."""
     if value.__class__ is str:

@@ -46,7 +46,8 @@ def rule_error(
         ctx["field"] = field
     if hint:
         ctx["hint"] = hint
-    return PydanticCustomError(RULE, "{expected}", ctx)
+    # pydantic's own message names the object; a rule about one of its fields says which.
+    return PydanticCustomError(RULE, "{field}: {expected}" if field else "{expected}", ctx)
 
 
 # What a contestant should read for pydantic's own error types (the rest: pydantic's message).
