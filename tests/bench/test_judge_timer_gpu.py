@@ -78,10 +78,22 @@ def test_the_kit_reads_what_flashinfers_helper_reads(tensors):
     def copy() -> None:
         out.copy_(big)
 
-    kit = timing.measure(lambda i: copy(), lambda i: None, device="cuda:0", method="cupti",
-                         warmup=5, iterations=30, trials=3).latency_ms
-    theirs = statistics.fmean(
-        statistics.median(testing.bench_gpu_time_with_cupti(
-            fn=copy, dry_run_iters=5, repeat_iters=30, cold_l2_cache=True, use_cuda_graph=False))
-        for _ in range(3))
-    assert abs(kit / theirs - 1) <= 0.05, (kit, theirs)
+    import torch
+
+    # An idle GPU's clocks ramp up over tens of milliseconds: run the copy for a while first,
+    # then alternate the two timers, so neither is measured on a cold clock.
+    ends = time.perf_counter() + 0.5
+    while time.perf_counter() < ends:
+        copy()
+        torch.cuda.synchronize()
+    kit, theirs = [], []
+    for _ in range(2):
+        kit.append(timing.measure(lambda i: copy(), lambda i: None, device="cuda:0",
+                                  method="cupti", warmup=5, iterations=30, trials=3).latency_ms)
+        theirs.append(statistics.fmean(
+            statistics.median(testing.bench_gpu_time_with_cupti(
+                fn=copy, dry_run_iters=5, repeat_iters=30, cold_l2_cache=True,
+                use_cuda_graph=False))
+            for _ in range(3)))
+    print(f"256 MiB copy: kit {kit} ms, FlashInfer's helper {theirs} ms")
+    assert abs(statistics.fmean(kit) / statistics.fmean(theirs) - 1) <= 0.05, (kit, theirs)
