@@ -74,7 +74,7 @@ def workload_table(results: RunResults, deltas: dict[str, Delta], key: str) -> s
     base_ms, base_x = baseline_latencies(results), baseline_speedups(results)
     base = bool(base_ms)
     head = [("workload", False), ("shape", False), ("status", False), ("latency", True),
-            ("p10-p90", True), ("samples", True), ("roofline floor", True),
+            ("busy", True), ("p10-p90", True), ("samples", True), ("roofline floor", True),
             ("peak assumed", False), ("% roofline", True), ("achieved", True)]
     if base:
         head += [("baseline", True), ("vs baseline", True)]
@@ -90,6 +90,8 @@ def workload_table(results: RunResults, deltas: dict[str, Delta], key: str) -> s
             td(shape, left=True, title=r.axes_text(), v=_shape_sort(r, names)),
             td(r.status, left=True, cls="pass" if r.passed else "fail"),
             td(fmt_ms(r.latency_ms), v=r.latency_ms),
+            td(fmt_ms(r.busy_ms) if r.busy_ms is not None else "-", v=r.busy_ms,
+               title="time the GPU ran your kernels within the latency's span"),
             _p10_p90(r),
             td(_int(r.samples), v=r.samples),
             td(fmt_ms(r.floor_ms), v=r.floor_ms),

@@ -122,6 +122,9 @@ class WorkloadResult:
     floor_peak: str | None = None
     clocks: str | None = None
     l2_policy: str | None = None
+    # Of ``latency_ms``, the time the GPU ran the solution's own kernels (the rest of the span
+    # is the GPU waiting for the host between them); None where the timer cannot tell.
+    busy_ms: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.uuid, str) or not self.uuid:
@@ -193,6 +196,7 @@ class WorkloadResult:
             "floor_peak": self.floor_peak,
             "clocks": self.clocks,
             "l2_policy": self.l2_policy,
+            "busy_ms": self.busy_ms,
         }
 
     @classmethod
@@ -221,6 +225,7 @@ class WorkloadResult:
             floor_peak=d.get("floor_peak"),
             clocks=d.get("clocks"),
             l2_policy=d.get("l2_policy"),
+            busy_ms=d.get("busy_ms"),
         )
 
 

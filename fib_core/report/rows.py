@@ -135,6 +135,7 @@ def row_from_trace(trace: Any, roofline: RooflineView | None = None) -> Workload
         samples=_samples(perf_extra),
         clocks=clocks_text(ev_extra.get("clocks")),
         l2_policy=_l2_policy(perf_extra, ev_extra) if latency is not None else None,
+        busy_ms=_float(perf_extra.get("busy_ms")) if latency is not None else None,
     )
     if roofline is not None and latency:
         cost = perf_extra.get("cost")

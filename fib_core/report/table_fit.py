@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from rich.text import Text
 
 # Dropped in this order when the table is too wide; columns not named here are never dropped.
-DROP_ORDER = ("roofline", "abs err", "ref", "axes", "vs prev", "rel err")
+DROP_ORDER = ("roofline", "abs err", "ref", "busy", "axes", "vs prev", "rel err")
 # Per column: a space each side and one separator; plus the table's outer border.
 COLUMN_OVERHEAD = 3
 TABLE_OVERHEAD = 1

@@ -206,3 +206,27 @@ def test_the_conditions_of_a_measurement_are_read_from_the_trace():
     assert (row.l2_policy, row.clocks, row.floor_peak) == ("not flushed (CPU)", None, None)
     again = type(row).from_dict(row.to_dict())  # and they survive a results file
     assert (again.l2_policy, again.clocks) == (row.l2_policy, row.clocks)
+
+
+def test_busy_time_and_the_launch_bound_hint_reach_the_row_the_file_and_the_table():
+    """The span is the judge's latency; beside it, the time the GPU ran the solution's own
+    kernels, and the timer's launch-bound hint among the row's warnings."""
+    from rich.console import Console
+
+    from fib_core.report.render import render_results
+
+    hint = ("launch-bound: 70% of the span is the GPU waiting between 5 kernels of a call "
+            "(the judge counts it); fewer kernels or a CUDA graph would help")
+    t = trace("u1", latency=0.2, perf_extra={"busy_ms": 0.06, "timing_method": "cupti",
+                                             "timing_warnings": [hint]})
+    res = RunResults.from_traces([t], DEF)
+    (row,) = res.rows
+    assert row.busy_ms == 0.06 and hint in row.warnings
+    again = RunResults.from_dict(res.to_dict())
+    assert again.rows[0].busy_ms == 0.06
+    console = Console(width=200, record=True)
+    render_results(res, console=console)
+    text = console.export_text()
+    header = next(line for line in text.splitlines() if "latency" in line and "busy" in line)
+    assert header.index("latency") < header.index("busy")
+    assert "60.00 us" in text and "200.0 us" in text, text
