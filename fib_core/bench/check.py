@@ -429,13 +429,16 @@ def compare_tensor(name: str, got: torch.Tensor, want: torch.Tensor, tol: Tolera
 # is 1 % too large throughout), and the largest error over that scale. ``--strict`` (a local
 # check; the judge's verdict is unchanged) fails an output when
 # - its relative L2 error exceeds the definition's rtol, or
-# - its bias exceeds a quarter of rtol: rounding noise averages out over an output (a correct
-#   bf16 kernel shows about 1e-4), a systematic error does not (x1.01 in bf16 shows 0.008), or
+# - its bias exceeds half of rtol: rounding noise averages out over an output (a correct bf16
+#   kernel on a GPU shows about 1e-4), a systematic error does not (an output x1.01 shows
+#   0.01). Triton's CPU interpreter truncates fp32 to bf16 instead of rounding it, which alone
+#   makes an output 0.2-0.4 % small: the GDN starters show -0.27 to -0.39 % in a CPU smoke run,
+#   and the x1.01 kernel +0.7 %; or
 # - it fails the organizers' rule with atol capped at a tenth of the output's scale (the same
 #   rtol and required_matched_ratio, so a definition that allows fp8 outliers still does).
-# Measured on the GDN decode starter (CPU smoke, bf16 output of RMS 0.007): relative L2 error
-# 0.004 (one bf16 step here and there), below the rtol of 0.01.
-STRICT_BIAS_SHARE_OF_RTOL = 0.25
+# Measured on the GDN starters (CPU smoke, bf16 outputs of RMS 0.007-0.009): relative L2 error
+# 0.004-0.005 (one bf16 step here and there), below the rtol of 0.01.
+STRICT_BIAS_SHARE_OF_RTOL = 0.5
 # A definition's atol is loose for the outputs it sees when it is this share of their scale;
 # the strict check caps atol there.
 LOOSE_ATOL_SHARE = 0.1
@@ -478,7 +481,7 @@ def strict_problems(extra: dict[str, Any] | None) -> list[str]:
         elif abs(bias) > STRICT_BIAS_SHARE_OF_RTOL * rtol:
             out.append(f"output {name!r}: {abs(bias):.2%} too {'large' if bias > 0 else 'small'}"
                        f" throughout (a scale error; at most "
-                       f"{STRICT_BIAS_SHARE_OF_RTOL * rtol:.2%}, a quarter of rtol)")
+                       f"{STRICT_BIAS_SHARE_OF_RTOL * rtol:.2%}, half of rtol)")
         elif matched < ratio:
             scale = float(o.get("scale") or 0.0)
             cap = min(float(tol.get("atol", 0.0)), LOOSE_ATOL_SHARE * scale)

@@ -87,6 +87,18 @@ def test_rounding_and_reordering_noise_passes_strict() -> None:
     assert strict_problems(extra) == []
 
 
+def test_truncating_to_bf16_as_tritons_cpu_interpreter_does_passes_strict() -> None:
+    """The interpreter drops fp32's low bits instead of rounding: every output is up to one bf16
+    step small (a 0.2-0.4 % scale error), and a correct starter must still pass."""
+    exact = _gdn_like_output(6)
+    want = exact.to(torch.bfloat16)
+    bits = exact.view(torch.int32) & ~0xFFFF  # round toward zero
+    got = bits.view(torch.float32).to(torch.bfloat16)
+    extra = _extra(got, want, GDN)
+    assert -0.005 < extra["outputs"]["output"]["bias"] < -0.001
+    assert strict_problems(extra) == []
+
+
 def test_a_few_wrong_elements_fail_strict_through_the_capped_atol() -> None:
     exact = _gdn_like_output(3)
     want = exact.to(torch.bfloat16)
