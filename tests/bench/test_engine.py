@@ -82,7 +82,8 @@ def test_every_outcome_in_one_run(make_dataset):
     assert set(perf.extra["spread"]["overall"]) >= {"min", "p10", "median", "p90", "max", "std"}
     assert len(perf.extra["spread"]["trials"]) == 2
     # 4 sets checked before timing, then one per call made while timing: 1 warm-up + 2 x 3.
-    assert passed.extra["num_input_sets"] == 11
+    # 4 checked sets, then per trial one warm-up call and 3 timed calls, each a set of its own
+    assert passed.extra["num_input_sets"] == 12
     assert passed.environment.libs["torch"]
     # The file on disk is strict JSON, one record per pair, and loads back through the schema.
     records = _trace_lines(root)

@@ -188,7 +188,8 @@ def test_the_timing_only_sets_are_made_in_a_thread_and_equal_the_seeded_sets(
     workload = toy_workloads[0]
     prep = ev._prepare(toy_definition, workload, cfg, None)
     early = len(checked_indices(prep.total_sets, cfg.num_input_sets, cfg.num_trials))
-    assert prep.total_sets == cfg.num_input_sets + 1 + 5 * 2 > early == len(prep.sets)
+    # per trial: its warm-up call and its 5 timed calls, each with a set of its own
+    assert prep.total_sets == cfg.num_input_sets + (1 + 5) * 2 > early == len(prep.sets)
     prep.complete()
     assert len(prep.sets) == prep.total_sets and prep.more is None
     for k, got in enumerate(prep.sets):
