@@ -9,7 +9,7 @@ indexer: ids reachable, unique, the right count, and the sorted chosen scores eq
 reference's), and no speedup is printed for a failing one. Then both sides are timed with
 triton.testing.do_bench (L2 flushed before every call, median; CUDA events, so a few us of
 launch overhead are included); "kern ms" is the kit's own timer (``fib_core.bench.timing``,
-profiler span from the first kernel's start to the last one's end, gaps included, L2 flushed),
+judge's span from the first kernel's start to the last one's end, gaps included, L2 flushed),
 the figure ``run_local.py`` reports. %roof uses the do_bench figure against the kit's roofline:
 the cost model of ``fib_core.dataset.roofline`` on the actual inputs (valid sparse indices,
 sequence lengths) and the datasheet peaks of the report's table. Inputs: attention rows select
@@ -69,7 +69,7 @@ def time_ms(fn, rep_ms: int = 100) -> float:
 
 
 def kernel_ms(fn, iters: int = 30) -> float:
-    """The kit's latency of ``fn``: profiler span per call, L2 flushed, median of one trial."""
+    """The kit's latency of ``fn``: the judge's span per call, L2 flushed, median of one trial."""
     return measure(lambda i: fn(), lambda i: None, device="cuda", method="profiler", warmup=3,
                    iterations=iters, trials=1).latency_ms
 

@@ -2,7 +2,7 @@
 
 For every decode batch size and a spread of prefill shapes it prints the starters' latency and
 the kit reference's, both measured the way ``run_local.py`` measures them (the kit's timer:
-profiler span from the first kernel's start to the last one's end, L2 flushed before each call;
+judge's span from the first kernel's start to the last one's end, L2 flushed before each call;
 the reference with the evaluator's warm-up and iteration counts), the speedup, achieved GB/s and the share of the memory roofline (bytes that must move / the
 copy bandwidth measured on this GPU at start-up). When the ``fla`` package
 (flash-linear-attention, ``fla-core``) is importable, its recurrent decode and chunked prefill
@@ -71,7 +71,7 @@ def bench_us(fn: Callable[[], object]) -> float:
 
 
 def kit_us(fn: Callable[[], object], reference: str | None = None, budget_s: float = 5.0) -> float:
-    """Microseconds as ``run_local.py`` reports them: the kit's timer (profiler span, L2 flushed,
+    """Microseconds as ``run_local.py`` reports them: the kit's timer (the judge's span, L2 flushed,
     median). A reference (``reference`` names its definition) gets the evaluator's counts (fewer when one call is slow), so both
     sides of a speedup are the same quantity."""
     warmup, iterations = 10, 50

@@ -3,7 +3,7 @@
 For three kernels (a tiny one under 10 us, one around 100 us, one over 1 ms) this prints:
 - the engine's latency (kernel-only method, three separate runs: run-to-run spread),
 - the engine's latency with CUDA events (includes launch overhead),
-- the kit's own timer (``fib_core.bench.timing.measure``, profiler span, L2 flushed, the
+- the kit's own timer (``fib_core.bench.timing.measure``, the judge's span, L2 flushed, the
   organizers' trials) called here in this process on the built solution: the same definition
   of the figure without the worker, input rotation and re-checks around it,
 - ``triton.testing.do_bench`` (median),

@@ -8,9 +8,10 @@ reference outputs on disk after the first run; later runs load them instead of c
 reference.
 
 The reference's latency comes from the same calls that produce those outputs: the first
-``timed_calls`` sets are computed by the definition's own reference, timed as the solution's
-quantity (:func:`fib_core.bench.timing.reference_method`: CUDA events around each call on a
-GPU; L2 flushed before each call); the latency is their median. The first call of each
+``timed_calls`` sets are computed by the definition's own reference, timed with the solution's
+method and the judge's per-call protocol (:func:`fib_core.bench.timing.reference_method`;
+under ``--contest`` with the judge's counts, one set per trial); the latency is their median
+(the mean of the trial medians). The first call of each
 definition's reference in a process is made once more beforehand, untimed, so one-off costs
 (library handles, allocator growth) are not charged to it; later workloads' calls are timed
 as they come (a new shape's allocations are microseconds against a reference's
