@@ -77,6 +77,50 @@ def test_moe_contest_tolerance_comes_from_its_file() -> None:
     assert tol.sources["atol"] == "contest"
 
 
+def test_a_moe_without_settings_gets_the_packaged_op_type_ratio_in_both_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user's own fp8 MoE folder (no eval.toml): the organizers' packaged MoE default (0.95)
+    holds for the local check and for the contest settings alike; the kit's MoE is graded at
+    its file's 0.9 both ways."""
+    import json
+
+    from fib_core.bench.check import resolve_tolerance
+    from fib_core.bench.eval_settings import OP_TYPE_TOLERANCE
+    from fib_core.data.definition import Definition
+    from fib_core.dataset import registry
+
+    folder = tmp_path / "my_moe_fp8"
+    folder.mkdir()
+    data = {"name": "my_moe_fp8", "op_type": "moe", "axes": {}, "inputs": {}, "outputs": {}}
+    (folder / "definition.json").write_text(json.dumps(data))
+    (folder / "reference.py").write_text("def run():\n    pass\n")
+    monkeypatch.setenv(registry.PATH_ENV, str(folder))
+    own = Definition.from_dict(registry.get("my_moe_fp8").definition_dict())
+    packaged = OP_TYPE_TOLERANCE["moe"]["required_matched_ratio"]
+    assert resolve_tolerance(own).required_matched_ratio == packaged
+    assert eval_settings("my_moe_fp8").contest_fields()["required_matched_ratio"] == packaged
+    assert f"matched {packaged:g}" in eval_settings("my_moe_fp8").describe_contest()
+
+    kit = Definition.from_dict(registry.get(MOE).definition_dict())
+    assert resolve_tolerance(kit).required_matched_ratio == 0.9
+    assert eval_settings(MOE).contest_fields()["required_matched_ratio"] == 0.9
+
+
+def test_organizer_counts_are_the_settings_tables_defaults() -> None:
+    """One home for warm-up, iterations, trials and timeout: the settings table."""
+    from fib_core.bench.eval_settings import ORGANIZER_DEFAULTS
+
+    kit = BenchmarkConfig()
+    assert (kit.warmup_runs, kit.iterations, kit.num_trials, kit.timeout_seconds) == (
+        ORGANIZER_DEFAULTS["warmup"],
+        ORGANIZER_DEFAULTS["iterations"],
+        ORGANIZER_DEFAULTS["trials"],
+        ORGANIZER_DEFAULTS["timeout"],
+    )
+    assert (ORGANIZER_DEFAULTS["warmup"], ORGANIZER_DEFAULTS["iterations"]) == (10, 50)
+
+
 def test_unknown_definition_gets_the_organizers_defaults(tmp_path: Path) -> None:
     s = eval_settings("my_own_definition", tmp_path)
     assert s.source is None
