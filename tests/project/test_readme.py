@@ -51,19 +51,37 @@ def test_every_script_flag_in_readme_exists(repo_root: Path) -> None:
     run_local += (repo_root / "fib_core" / "project" / "debug_tools.py").read_text()
     run_local += (repo_root / "fib_core" / "bench" / "settings.py").read_text()
     section = text.split("`run_local.py` packs", 1)[1].split("###", 1)[0]
+    # The loop's depth (--watch and the debugging flags) moved to docs/loop.md.
+    section += (repo_root / "docs" / "loop.md").read_text(encoding="utf-8")
     for flag in re.findall(r"`(--[a-z-]+)", section):
         assert f'"{flag}"' in run_local or f"'{flag}'" in run_local, flag
 
 
+def test_readme_and_docs_links_point_at_files(repo_root: Path) -> None:
+    """Every relative link of the README and of docs/*.md names a file of the repository: the
+    depth moved to docs/ stays one click away."""
+    pages = [repo_root / "README.md", *sorted((repo_root / "docs").glob("*.md"))]
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
+            if "://" not in target and not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(repo_root)} -> {target}")
+    assert broken == []
+    linked = re.findall(r"\]\(docs/([\w-]+\.md)\)", readme(repo_root))
+    for name in ("measuring.md", "threat-model.md", "apply.md", "porting.md", "api.md"):
+        assert name in linked, f"README must link docs/{name}"
+
+
 @pytest.mark.slow
 def test_api_example_runs_as_written_on_the_embedded_dataset(repo_root: Path, tmp_path: Path):
-    """The "Using fib_core directly" snippet, executed unchanged in a fork of the kit."""
+    """The "Using fib_core directly" snippet of docs/api.md (the README links it), executed
+    unchanged in a fork of the kit."""
     import os
     import shutil
     import subprocess
     import sys
 
-    text = readme(repo_root)
+    text = (repo_root / "docs" / "api.md").read_text(encoding="utf-8")
     section = text.split("## Using fib_core directly", 1)[1]
     snippet = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     fork = tmp_path / "fork"
