@@ -57,6 +57,12 @@ def test_every_script_flag_in_readme_exists(repo_root: Path) -> None:
         assert f'"{flag}"' in run_local or f"'{flag}'" in run_local, flag
 
 
+def test_readme_stays_a_contestants_page(repo_root: Path) -> None:
+    """The README holds what a contestant needs; depth goes to docs/ (linked from it)."""
+    lines = readme(repo_root).count("\n")
+    assert lines <= 450, f"README.md has {lines} lines; move depth to a docs/ page and link it"
+
+
 def test_readme_and_docs_links_point_at_files(repo_root: Path) -> None:
     """Every relative link of the README and of docs/*.md names a file of the repository: the
     depth moved to docs/ stays one click away."""
