@@ -14,11 +14,14 @@ except the first:
     cost.py             ``cost(axes, inputs) -> fib_core.dataset.roofline.Cost``
     checker.py          ``check(definition, outputs, reference, inputs, tolerance) -> CheckResult``
     fast_reference.py   ``run(...)``: the reference's arithmetic, faster, for untimed sets
+    tracing.py          ``RULE``: the ``fib_core.tracer.TracingRule`` the tracer applies to
+                        its calls (inputs to dump as blobs, how calls are deduplicated)
     eval.toml           evaluation settings ([contest], [local], [reference])
 
 Without ``workloads.py`` the definition has no embedded workloads; without ``generator.py`` its
 inputs are random; without ``cost.py`` it has no roofline column; without ``checker.py`` outputs
-are compared element by element; without ``eval.toml`` the organizers' defaults apply.
+are compared element by element; without ``tracing.py`` the tracer records axes only; without
+``eval.toml`` the organizers' defaults apply.
 
 The kit's own folders are ``fib_core/dataset/definitions/<name>/``. More come from
 ``$FIB_DEFINITIONS_PATH``: folders separated by the path separator (``:``), each either one
@@ -151,6 +154,22 @@ class DefinitionEntry:
     def fast_reference(self) -> Callable[..., Any] | None:
         return self._plugin("fast_reference", "run")
 
+    @property
+    def tracing_rule(self) -> Any | None:
+        """The folder's tracing rule (``tracing.py``'s ``RULE``), or None without the file.
+
+        The tracer checks that it is a ``TracingRule``; the registry does not import the tracer.
+        """
+        mod = self.module("tracing")
+        if mod is None:
+            return None
+        if not hasattr(mod, "RULE"):
+            raise DefinitionFolderError(
+                f"{self.folder / 'tracing.py'}: defines no RULE; set RULE = TracingRule(...) "
+                "or remove the file"
+            )
+        return mod.RULE
+
     # --- workloads ----------------------------------------------------------------------
 
     def workload_rows(self) -> list[dict[str, int]]:
@@ -201,6 +220,7 @@ def plugin_kinds(entry: DefinitionEntry) -> list[str]:
         "cost": "cost.py",
         "checker": "checker.py",
         "fast_reference": "fast_reference.py",
+        "tracing": "tracing.py",
         "settings": SETTINGS_FILE,
     }
     return [kind for kind, file in files.items() if (entry.folder / file).is_file()]

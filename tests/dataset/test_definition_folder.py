@@ -84,6 +84,11 @@ def check(definition, outputs, reference, inputs, tolerance):
         return CheckResult(EvaluationStatus.PASSED, correctness, "")
     return CheckResult(EvaluationStatus.INCORRECT_NUMERICAL, correctness, f"out off by {diff}")
 """,
+    "tracing.py": """
+from fib_core.tracer import TracingRule, policy_keep_first_k
+
+RULE = TracingRule(tensors_to_dump=["x"], dedup_policy=policy_keep_first_k(2))
+""",
     "eval.toml": """
 [contest]
 warmup = 1
@@ -122,9 +127,36 @@ def test_registry_finds_the_folder_and_its_plugins(toy_path: Path) -> None:
     assert {TOY, "toy_bare_d8"} <= set(registry.definitions())
     assert len(registry.definitions()) == 7
     toy = registry.get(TOY)
-    assert registry.plugin_kinds(toy) == ["workloads", "generator", "cost", "checker", "settings"]
+    assert registry.plugin_kinds(toy) == [
+        "workloads", "generator", "cost", "checker", "tracing", "settings"
+    ]
     bare = registry.get("toy_bare_d8")
     assert (bare.generator, bare.cost, bare.checker, bare.workload_rows()) == (None, None, None, [])
+
+
+def test_the_tracer_learns_the_folders_rule_through_the_registry(
+    toy_path: Path, tmp_path: Path
+) -> None:
+    from fib_core.tracer import Tracer, axes_only_rule, full_preset
+
+    rules = full_preset()
+    assert rules[TOY] is registry.get(TOY).tracing_rule
+    assert rules[TOY].tensors_to_dump == ["x"]
+    assert "toy_bare_d8" not in rules  # no tracing.py: the tracer's default rule
+    tracer = Tracer(out_dir=tmp_path / "ds" / "traces" / "workloads")
+    assert tracer.rules[TOY] is rules[TOY] and tracer.default_rule is axes_only_rule
+    # The kit's own definitions bring theirs the same way.
+    assert rules["gdn_prefill_qk4_v8_d128_k_last"].tensors_to_dump == ["cu_seqlens"]
+
+
+def test_a_tracing_rule_of_the_wrong_type_is_one_line_naming_it(toy_path: Path) -> None:
+    from fib_core.tracer import full_preset
+
+    (toy_path / TOY / "tracing.py").write_text("RULE = ['x']\n")
+    with pytest.raises(registry.DefinitionFolderError) as info:
+        full_preset()
+    message = str(info.value)
+    assert "tracing.py" in message and "TracingRule" in message and "\n" not in message
 
 
 def test_engine_lookups_reach_the_folder(toy_path: Path) -> None:
