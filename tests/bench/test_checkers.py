@@ -6,9 +6,12 @@ import pytest
 import torch
 
 from fib_core.bench.check import Tolerance, check_outputs
-from fib_core.bench.checkers import dsa_token_scores
 from fib_core.data.definition import Definition
+from fib_core.dataset import registry
 
+dsa_token_scores = registry.get("dsa_topk_indexer_fp8_h64_d128_topk2048_ps64").module(
+    "checker"
+).dsa_token_scores
 PAGE, DIM, HEADS, TOPK, PAGES = 4, 8, 2, 4, 6
 TOL = Tolerance(1e-2, 1e-2, 1.0)
 

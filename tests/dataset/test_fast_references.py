@@ -15,12 +15,13 @@ from fib_core.bench.check import check_outputs, resolve_tolerance
 from fib_core.bench.inputs import generate_inputs
 from fib_core.bench.reference import fast_reference_for, reference_run
 from fib_core.data.traceset import TraceSet
-from fib_core.dataset import embedded_dataset_path
-from fib_core.dataset.fast_references import (
-    GDN_PREFILL,
-    gdn_prefill_batched,
-    gdn_prefill_recurrent,
-)
+from fib_core.dataset import embedded_dataset_path, registry
+
+GDN_PREFILL = "gdn_prefill_qk4_v8_d128_k_last"
+# The definition folder's fast_reference.py, loaded as the engine loads it.
+_FAST = registry.get(GDN_PREFILL).module("fast_reference")
+gdn_prefill_batched = _FAST.gdn_prefill_batched
+gdn_prefill_recurrent = _FAST.gdn_prefill_recurrent
 
 CPU_MAX_TOKENS = 32
 

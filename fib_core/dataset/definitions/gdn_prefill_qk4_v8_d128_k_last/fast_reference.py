@@ -19,8 +19,10 @@ it through :mod:`fib_core.dataset.registry` (``fast_reference.py``, ``run``).
 
 Example::
 
-    from fib_core.dataset.fast_references import gdn_prefill_batched
-    output, new_state = gdn_prefill_batched(q, k, v, state, A_log, a, dt_bias, b, cu, 0.0)
+    from fib_core.dataset import registry
+
+    fast = registry.get("gdn_prefill_qk4_v8_d128_k_last").module("fast_reference")
+    output, new_state = fast.gdn_prefill_batched(q, k, v, state, A_log, a, dt_bias, b, cu, 0.0)
 """
 
 from __future__ import annotations
