@@ -35,6 +35,8 @@ SCRIPTS: dict[str, tuple[list[str], bool, str]] = {
     "bench_reference_cache.py": ([], True, "prefetched"),
     "bench_reference_timing.py": ([], False, "needs a CUDA GPU"),
     "bench_dsa.py": ([], False, "needs a CUDA GPU"),
+    "bench_fidelity.py": (["--defs", "gdn_decode_qk4_v8_d128_k_last", "-n", "1"], False,
+                          "trace sets written"),
     "bench_gdn.py": ([], False, "needs a CUDA GPU"),
     "bench_moe.py": ([], False, "needs a CUDA GPU"),
     "stress_dsa_indexer.py": ([], False, "needs a CUDA GPU"),
