@@ -257,7 +257,7 @@ def test_real_cpu_smoke_of_the_track_then_tags(fork: Path) -> None:
         capture_output=True,
         text=True,
         timeout=3600,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(fork), "HOME": str(fork)},
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(fork), "HOME": str(fork.parent)},
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "CPU smoke" in out.stdout and "no track score" in out.stdout
@@ -268,7 +268,7 @@ def test_real_cpu_smoke_of_the_track_then_tags(fork: Path) -> None:
     again = subprocess.run(  # the runs just made are in the ledger: nothing runs again
         [sys.executable, "scripts/submit.py", "--dry-run", "--allow-smoke"],
         cwd=fork, capture_output=True, text=True, timeout=600,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(fork), "HOME": str(fork)},
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(fork), "HOME": str(fork.parent)},
     )
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert again.stdout.count("from the ledger, 1/1 quick workloads correct") == 2
