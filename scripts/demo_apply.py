@@ -38,6 +38,13 @@ MARKER = ".apply-demo"
 GDN_DEFINITIONS = ("gdn_decode_qk4_v8_d128_k_last", "gdn_prefill_qk4_v8_d128_k_last")
 GPU_DEFAULTS = {"batches": [1, 8, 32], "prompt_len": 32, "new_tokens": 8, "layers": 2, "repeat": 3}
 CPU_DEFAULTS = {"batches": [1, 2], "prompt_len": 4, "new_tokens": 1, "layers": 1, "repeat": 1}
+# A trace's recorded relative error is the worst single element's, over every output and every
+# checked input set. GDN's fp32 state has elements near zero, where a rounding difference of
+# 2e-7 reads as a relative error of 0.1 at batch 8 (0.015 at batch 1, measured on a CPU): the
+# more elements a shape has, the larger its worst one, so a fixed relative bound routes the
+# small batches and drops the larger ones. The judge's PASSED (the definition's tolerance) and
+# --max-atol are the demo's gate; --max-rtol adds a relative bound on demand.
+MAX_RTOL = float("inf")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -58,8 +65,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--max-rtol",
         type=float,
-        default=5e-2,
-        help="... and this relative error (bf16 outputs: ~1e-2 is normal)",
+        default=MAX_RTOL,
+        help="... and this relative error (default: no bound; see MAX_RTOL in this script)",
     )
     p.add_argument("--skip-bench", action="store_true", help="reuse OUT's traces (no step 1-3)")
     return p.parse_args(argv)
