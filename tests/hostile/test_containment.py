@@ -40,11 +40,12 @@ ATTACKS: dict[str, tuple[set[str], str | None]] = {
     "rewrite_dataset": ({"RUNTIME_ERROR"}, "Read-only file system"),
     "rewrite_kit": ({"RUNTIME_ERROR"}, "Read-only file system"),
     "plant_module": ({"RUNTIME_ERROR"}, "Read-only file system"),
-    "poison_cache": ({"RUNTIME_ERROR"}, "Read-only file system"),
     "huge_output": ({"RUNTIME_ERROR"}, "bytes omitted"),
 }
-# Contained without failing: the solution answers correctly, its side effects are undone.
-HARMLESS = ("spawn_children", "chdir_env")
+# Contained without failing: the solution answers correctly, its side effects are undone
+# (poison_cache finds the reference cache hidden, an empty folder; without namespaces its
+# rewrites are rejected by the signatures, checked below).
+HARMLESS = ("spawn_children", "chdir_env", "poison_cache")
 
 
 def _solution(name: str) -> dict:
@@ -170,8 +171,8 @@ def test_hostile_corpus_is_contained(tmp_path, isolated, tagged_env):
     sandbox_notes = [e.message for e in events if isinstance(e, Log) and "sandbox" in e.message]
     assert bool(sandbox_notes) != contained, sandbox_notes
     for name, (statuses, needle) in ATTACKS.items():
-        if name not in results or (not contained and name == "poison_cache"):
-            continue  # without namespaces the cache write succeeds; the signatures reject it
+        if name not in results:
+            continue
         ev = results[name].evaluation
         assert ev.status.value in statuses, (name, ev.status.value, ev.log[:2000])
         if needle is not None:
