@@ -234,15 +234,15 @@ def bench_definition(definition: str, args: argparse.Namespace, scratch: Path) -
                 "device": None}
     else:
         cold = _run(cfg, opts, args.gpus, cache, None, "cold")
-    if args.profile_workers is not None:
-        from fib_core.bench.pool import PROFILE_VAR
+    from fib_core.paths import PROFILE_ENV
 
+    if args.profile_workers is not None:
         args.profile_workers.mkdir(parents=True, exist_ok=True)
-        os.environ[PROFILE_VAR] = str(args.profile_workers)
+        os.environ[PROFILE_ENV] = str(args.profile_workers)
     try:
         warm = _run(cfg, opts, args.gpus, cache, None, "warm", args.watch_idle)
     finally:
-        os.environ.pop("FIB_PROFILE_WORKERS", None)
+        os.environ.pop(PROFILE_ENV, None)
     if args.profile_workers is not None:
         _print_profiles(args.profile_workers)
     gpu_s = warm["breakdown"]["gpu_solution_s"]

@@ -32,6 +32,9 @@ from pathlib import Path
 CACHE_ENV = "FIB_CACHE_DIR"
 DEFAULT_CACHE = Path("~/.cache/fib_core")
 DATASET_ENV = "FIB_DATASET_PATH"
+# A folder: workers and the judge run under cProfile and leave their stats there when they
+# exit (benchmarks/bench_turnaround.py --profile-workers). For measuring the harness only.
+PROFILE_ENV = "FIB_PROFILE_WORKERS"
 
 
 def kit_root() -> Path:

@@ -157,8 +157,7 @@ def _worker_scratch(cache: Path) -> list[tuple[str, Path]]:
     """(setting, folder) a worker writes to: the build cache, the system's temporary folder
     (its own temporary folder and log are made there), Triton's cache as Triton finds it, and a
     profile folder when the harness is being measured."""
-    from fib_core.bench.pool import PROFILE_VAR
-    from fib_core.paths import CACHE_ENV
+    from fib_core.paths import CACHE_ENV, PROFILE_ENV
 
     found = [(f"the cache folder (${CACHE_ENV})", cache),
              ("the temporary folder ($TMPDIR)", Path(tempfile.gettempdir()))]
@@ -167,9 +166,9 @@ def _worker_scratch(cache: Path) -> list[tuple[str, Path]]:
         home = os.environ.get("TRITON_HOME", "").strip() or os.path.expanduser("~")
         triton = os.path.join(home, ".triton", "cache")
     found.append(("Triton's cache ($TRITON_CACHE_DIR)", Path(triton)))
-    profile = os.environ.get(PROFILE_VAR, "").strip()
+    profile = os.environ.get(PROFILE_ENV, "").strip()
     if profile:
-        found.append((f"the profile folder (${PROFILE_VAR})", Path(profile)))
+        found.append((f"the profile folder (${PROFILE_ENV})", Path(profile)))
     return [(what, Path(os.path.abspath(folder))) for what, folder in found]
 
 

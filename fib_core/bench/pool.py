@@ -43,13 +43,10 @@ from fib_core.bench.sandbox import TOKEN_VAR, kill_tagged
 from fib_core.bench.timeline import mark
 from fib_core.bench.wire import DEFAULT_MAX_BLOB, ChildGone, WireError, read_frame, send_object
 from fib_core.data.trace import EvaluationStatus
-from fib_core.paths import kit_root
+from fib_core.paths import PROFILE_ENV, kit_root
 
 TAIL_LINES = 30
 STARTUP_TIMEOUT_S = 180.0
-# A folder: workers and the judge run under cProfile and leave their stats there when they
-# exit (benchmarks/bench_turnaround.py --profile-workers). For measuring the harness only.
-PROFILE_VAR = "FIB_PROFILE_WORKERS"
 
 
 class WorkerDied(Exception):
@@ -135,7 +132,7 @@ class WorkerHandle:
         args = [sys.executable, "-P", "-m", "fib_core.bench.worker", "--fd", str(child.fileno()),
                 "--device", self.requested_device, "--role", self.role,
                 "--parent", str(os.getpid())]
-        profile_dir = os.environ.get(PROFILE_VAR)
+        profile_dir = os.environ.get(PROFILE_ENV)
         if profile_dir:  # measuring the harness: each process's cProfile stats, on exit
             out = Path(profile_dir) / f"{self.role}-{self.token[:8]}.prof"
             args[2:2] = ["-m", "cProfile", "-o", str(out)]
