@@ -12,7 +12,9 @@ One TOML file per definition, ``eval.toml`` in its definition folder (see
   input sets' outputs) are timed with the definition's own reference for its latency; the
   first call of a definition's reference in a process runs once more, untimed, to warm up. Other sets may come from a faster reference of the same arithmetic.
 
-A definition without a file (a user's own dataset) gets the organizers' generic defaults.
+A definition without a file (a user's own dataset) gets the organizers' generic defaults, and
+their packaged default tolerance for its op_type (:data:`OP_TYPE_TOLERANCE`). This module is the
+one home of the organizers' numbers; :mod:`fib_core.bench.check` reads its tolerances here.
 Keys use the ``config.toml`` names (:mod:`fib_core.bench.settings`, whose :func:`~fib_core.
 bench.settings.merge` layers these under ``config.toml`` and flags).
 
