@@ -210,7 +210,8 @@ def measure(
     untimed calls (``estimate``: the judge's 1 + 5, then ``warmup``) use the index of the
     trial's first timed call, so they run on the same inputs, as the judge's do, unless
     ``untimed_index(t, k)`` gives the index of the trial's ``k``-th untimed call (the engine
-    keeps them on warm-up sets, so a kernel that replays results by content gains nothing).
+    gives each an input set of its own, so a kernel that replays results by content gains
+    nothing).
     ``after_trial(trial, last_index)`` runs after each trial, outside timing (the engine keeps
     copies of outputs it re-checks). Example::
 
@@ -232,6 +233,7 @@ def measure(
     used = method
     for trial in range(trials):
         first = warmup + trial * iterations
+
         def index(k: int, trial: int = trial, first: int = first) -> int:
             return untimed_index(trial, k) if untimed_index is not None else first
 
