@@ -66,6 +66,9 @@ class Record(BaseModel, metaclass=_Constructor):
         extra="allow",
         ser_json_inf_nan="strings",
         use_attribute_docstrings=True,
+        # Validators are built on first use, not at import: every process of a run imports
+        # these models (about 60 ms of start-up each), few validate all of them.
+        defer_build=True,
     )
 
     # Field names positional arguments fill, in order (the kit's constructors took them so).
