@@ -65,11 +65,18 @@ class Record(BaseModel, metaclass=_Constructor):
     model_config = ConfigDict(
         extra="allow",
         ser_json_inf_nan="strings",
-        use_attribute_docstrings=True,
         # Validators are built on first use, not at import: every process of a run imports
-        # these models (about 60 ms of start-up each), few validate all of them.
+        # these models (about 60 ms of start-up each), few validate all of them. For the same
+        # reason the attribute docstrings become field descriptions only when a JSON schema is
+        # asked for (pydantic's use_attribute_docstrings reads the source at import: 80 ms).
         defer_build=True,
     )
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """pydantic's JSON schema, its fields described by their attribute docstrings."""
+        _describe_records()
+        return super().model_json_schema(*args, **kwargs)
 
     # Field names positional arguments fill, in order (the kit's constructors took them so).
     POSITIONAL: ClassVar[tuple[str, ...]] = ()
@@ -108,3 +115,45 @@ class OpenRecord(Record):
         if self.__pydantic_extra__ is None:  # an object made by model_construct
             self.__pydantic_extra__ = {}
         return self.__pydantic_extra__
+
+
+_DESCRIBED: set[type] = set()
+
+
+def _describe_records() -> None:
+    """Give every Record model's fields their attribute docstrings as descriptions (once per
+    model), then rebuild the models so their schemas carry them."""
+    todo, pending = [Record], []
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if cls in _DESCRIBED:
+            continue
+        _DESCRIBED.add(cls)
+        docs = _attribute_docstrings(cls)
+        for name, field in cls.model_fields.items():
+            if field.description is None and name in docs:
+                field.description = docs[name]
+        pending.append(cls)
+    for cls in pending:
+        cls.model_rebuild(force=True)
+
+
+def _attribute_docstrings(cls: type) -> dict[str, str]:
+    """``name: type`` followed by a string literal in a class body: name -> that text."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    docs = {}
+    for stmt, nxt in zip(body, body[1:], strict=False):
+        if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+                and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
+                and isinstance(nxt.value.value, str)):
+            docs[stmt.target.id] = inspect.cleandoc(nxt.value.value)
+    return docs
