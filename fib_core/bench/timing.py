@@ -390,16 +390,17 @@ def _time_profiler(call, prepare, start, n, flush, sync):
             with record_function(f"{_MARK}{i}"):
                 call(i)
             sync()
-    calls = profiler_calls(_raw_events(prof), start, n)
+    events = _raw_events(prof)
+    calls = profiler_calls(events, start, n)
     if calls is not None:
         return calls, None
     # Without a span for every call (an older torch, or a call with no device work) a figure
     # would be a kernel sum or 0.0; neither is comparable: time those calls with events.
-    no_work = _first_empty_mark(_raw_events(prof), start, n)
+    no_work = _first_empty_mark(events, start, n)
     if no_work is not None:
         raise NoDeviceWork(_no_work_message(no_work))
-    events, _ = _time_events(call, prepare, start, n, flush, sync)
-    return events, Fallback("events", FALLBACK_NOTE + EVENTS_WARNING)
+    timed, _ = _time_events(call, prepare, start, n, flush, sync)
+    return timed, Fallback("events", FALLBACK_NOTE + EVENTS_WARNING)
 
 
 def profiler_session(cpu: bool = True) -> Any:
