@@ -5,7 +5,7 @@ the CUDA context, call ``os._exit``) the engine survives: a hang is killed once 
 reported for ``timeout_seconds`` and recorded as TIMEOUT; a dead worker becomes RUNTIME_ERROR
 with the last lines it printed. The worker runs in its own session, so killing it also kills
 anything it started; processes that left the session are found by the run token in their
-environment and killed too (:func:`fib_core.bench.sandbox.kill_tagged`).
+environment and killed too (:func:`fib_core.bench.containment.sandbox.kill_tagged`).
 
 Nothing a worker sends is trusted: frames are read with size limits and deadlines
 (:mod:`fib_core.bench.wire`); a malformed one ends that solution's workload as RUNTIME_ERROR
@@ -27,7 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fib_core.bench.containment import Mounts
+from fib_core.bench.containment.mounts import Mounts
+from fib_core.bench.containment.sandbox import TOKEN_VAR, kill_tagged
 from fib_core.bench.exchange import ArenaHandle
 from fib_core.bench.judge import (
     STATUSES,
@@ -39,7 +40,6 @@ from fib_core.bench.judge import (
 )
 from fib_core.bench.logs import clip_text, read_bounded
 from fib_core.bench.protocol import EvalResult, EvalTask
-from fib_core.bench.sandbox import TOKEN_VAR, kill_tagged
 from fib_core.bench.timeline import mark
 from fib_core.bench.wire import DEFAULT_MAX_BLOB, ChildGone, WireError, read_frame, send_object
 from fib_core.data.trace import EvaluationStatus
@@ -559,7 +559,7 @@ def launch_early(device: str, dataset_root: str | Path | None) -> None:
 
     Example: ``launch_early("auto", "/path/to/dataset")`` at the top of a launcher's main.
     """
-    from fib_core.bench.containment import worker_mounts
+    from fib_core.bench.containment.mounts import worker_mounts
 
     mounts = worker_mounts(dataset_root)
     trusted = trusted_checks()

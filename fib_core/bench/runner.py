@@ -286,7 +286,7 @@ class Benchmark:
         (:func:`fib_core.bench.pool.launch_early`) when it fits. A worker started while no
         other one runs (``spare=False``) makes its CUDA context as it boots; a spare boots
         beside a timed worker, so it waits for its task."""
-        from fib_core.bench.containment import worker_mounts
+        from fib_core.bench.containment.mounts import worker_mounts
 
         mounts = worker_mounts(self.trace_set.root)
         adopted = take_early("worker", self.config.device, mounts,

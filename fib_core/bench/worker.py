@@ -7,7 +7,7 @@ leaves its last words for the trace. It talks to the parent over the socket on f
 
 ``--role judge`` runs the judge instead (:mod:`fib_core.bench.judge`): kit code only, it holds
 the reference outputs and decides verdicts; a worker (``--role worker``, the default) runs the
-solution inside :func:`fib_core.bench.sandbox.contain`.
+solution inside :func:`fib_core.bench.containment.sandbox.contain`.
 
 The device is settled *before* anything imports Triton: on a machine without a GPU (or with
 ``--device cpu``) ``TRITON_INTERPRET=1`` is set so Triton kernels run through the interpreter.
@@ -610,19 +610,19 @@ def _hidden_references(trusted: bool) -> list[tuple[str, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from fib_core.bench.containment import parse_mount
+    from fib_core.bench.containment.mounts import parse_mount
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--role", choices=("worker", "judge"), default="worker")
     parser.add_argument("--mount", action="append", default=[], type=parse_mount,
-                        help="kind:folder, in order (fib_core.bench.containment.Mounts)")
+                        help="kind:folder, in order (fib_core.bench.containment.mounts.Mounts)")
     parser.add_argument("--trusted", action="store_true")
     parser.add_argument("--context-at-start", action="store_true")
     parser.add_argument("--parent", type=int, help="the launching process's pid")
     args = parser.parse_args(argv)
-    from fib_core.bench import sandbox
+    from fib_core.bench.containment import sandbox
 
     mark(args.role, "start")  # before the sandbox: the timeline's file is open from here on
     sandbox.die_with_parent(args.parent)  # also when it ended while this one started

@@ -396,8 +396,8 @@ def _child(device_id: str, queue: QueueTaker, report: Any, inbox: Any, device: s
     import signal
     import sys
 
+    from fib_core.bench.containment.sandbox import die_with_parent
     from fib_core.bench.pool import discard_early
-    from fib_core.bench.sandbox import die_with_parent
     from fib_core.paths import remove_private_dirs
 
     role = f"gpu{device_id}"

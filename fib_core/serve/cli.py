@@ -157,8 +157,8 @@ def _visible_gpus() -> int:
 
 def _hide_results(dataset: Path) -> None:
     """The dataset's solutions/ and traces/ (other tasks' code and results) are hidden from
-    every worker the lanes start (:func:`fib_core.bench.containment.worker_mounts`)."""
-    from fib_core.bench.containment import HIDE_VAR
+    every worker the lanes start (:func:`fib_core.bench.containment.mounts.worker_mounts`)."""
+    from fib_core.bench.containment.mounts import HIDE_VAR
 
     folders = []
     for folder in (dataset / "solutions", dataset / "traces"):

@@ -33,7 +33,7 @@ def lane_main(conn: Any, device_id: str | None, dataset_path: str, parent: int) 
     ``("done", ShardResult dict)``, ``("error", one line)`` or ``("bug", traceback)``."""
     import signal
 
-    from fib_core.bench.sandbox import die_with_parent
+    from fib_core.bench.containment.sandbox import die_with_parent
 
     if device_id is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = device_id

@@ -19,7 +19,7 @@ import pytest
 
 import fib_core
 from fib_core.bench import Benchmark, BenchmarkConfig, Log
-from fib_core.bench.sandbox import namespaces_available
+from fib_core.bench.containment.sandbox import namespaces_available
 from fib_core.data.traceset import TraceSet
 
 HERE = Path(__file__).parent

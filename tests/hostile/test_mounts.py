@@ -1,4 +1,4 @@
-"""The worker's sandbox plan (fib_core.bench.containment): what is read-only, what is opened
+"""The worker's sandbox plan (fib_core.bench.containment.mounts): what is read-only, what is opened
 again, and the settings that would let a solution write where the next run imports from."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fib_core.bench import containment
-from fib_core.bench.containment import Mounts, protected_folders, worker_mounts
+from fib_core.bench.containment import mounts as containment
+from fib_core.bench.containment.mounts import Mounts, protected_folders, worker_mounts
 from fib_core.errors import ConfigError
 
 

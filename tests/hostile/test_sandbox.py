@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from fib_core.bench.sandbox import namespaces_available
+from fib_core.bench.containment.sandbox import namespaces_available
 
 ROOT = Path(__file__).resolve().parents[2]
 
 _PROBE = r"""
 import ctypes, json, os, sys
 from pathlib import Path
-from fib_core.bench import sandbox
+from fib_core.bench.containment import sandbox
 data, keys = sys.argv[1], sys.argv[2]
 opened, inner = os.path.join(data, "cache"), os.path.join(data, "cache", "reference")
 warnings = sandbox.contain([("ro", data), ("rw", opened), ("ro", inner), ("hide", keys)])
@@ -90,7 +90,7 @@ def test_read_only_data_cannot_be_unlocked_and_the_key_is_hidden(tmp_path):
 
 def test_a_signal_death_inside_the_sandbox_is_reported_as_one(tmp_path):
     code = (
-        "from fib_core.bench import sandbox; import os, signal; sandbox.contain([]); "
+        "from fib_core.bench.containment import sandbox; import os, signal; sandbox.contain([]); "
         "os.kill(os.getpid(), signal.SIGKILL)"
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -103,7 +103,7 @@ def test_a_process_whose_parent_ended_before_it_asked_leaves_at_once() -> None:
     """``die_with_parent(pid)`` in a process whose starter (``pid``) is already gone: the
     kernel would never signal it, so it leaves by itself (a worker or a GPU process that lost
     its launcher while it booted)."""
-    code = ("import sys, os; from fib_core.bench.sandbox import die_with_parent; "
+    code = ("import sys, os; from fib_core.bench.containment.sandbox import die_with_parent; "
             "die_with_parent(int(sys.argv[1])); print('still here')")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],

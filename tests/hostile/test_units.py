@@ -314,7 +314,7 @@ def test_the_judges_triton_cache_is_in_the_folder_workers_never_see(tmp_path, mo
     hides; a worker keeps the user's own cache."""
     from pathlib import Path
 
-    from fib_core.bench.containment import worker_mounts
+    from fib_core.bench.containment.mounts import worker_mounts
     from fib_core.bench.integrity import key_dir
     from fib_core.bench.pool import JudgeHandle, WorkerHandle
 

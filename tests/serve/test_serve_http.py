@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fib_core.bench.sandbox import namespaces_available
+from fib_core.bench.containment.sandbox import namespaces_available
 
 pytestmark = pytest.mark.slow
 

@@ -62,7 +62,7 @@ def test_bad_flags_are_one_line(flags: list[str], words: str, tmp_path: Path) ->
 def test_result_folders_are_hidden_from_workers(tmp_path: Path, monkeypatch) -> None:
     """What the server sets for its lanes: the dataset's solutions/ and traces/ join the
     folders every worker's sandbox hides (the dataset itself stays read-only)."""
-    from fib_core.bench.containment import HIDE_VAR, worker_mounts
+    from fib_core.bench.containment.mounts import HIDE_VAR, worker_mounts
 
     dataset = tmp_path / "dataset"
     for folder in ("definitions", "solutions", "traces"):

@@ -6,7 +6,7 @@ solution code loads (Linux only; every step degrades to a warning, never a failu
 * ``PR_SET_PDEATHSIG``: the worker dies with the engine, even on ``kill -9`` of the engine.
 * a user + mount + PID namespace (unprivileged, when the kernel allows it): the fork, the
   dataset and the reference cache are bind-mounted read-only (with the folders a worker writes
-  opened again inside them; :mod:`fib_core.bench.containment` says which), the cache's signing
+  opened again inside them; :mod:`fib_core.bench.containment.mounts` says which), the cache's signing
   key is hidden under an empty tmpfs, and the worker's server is PID 1 of its own PID
   namespace, so every process a solution starts (double-forked, ``setsid`` or not) is killed by
   the kernel when the worker ends.
@@ -71,7 +71,7 @@ def forbid_tracing() -> bool:
 
 def contain(mounts: Sequence[tuple[str, str]]) -> list[str]:
     """Enter the namespaces described above; returns warnings (empty when fully contained).
-    ``mounts``: (kind, folder) steps in order (:meth:`fib_core.bench.containment.Mounts.ordered`):
+    ``mounts``: (kind, folder) steps in order (:meth:`fib_core.bench.containment.mounts.Mounts.ordered`):
     ``ro`` binds the folder read-only, ``rw`` opens a folder inside a read-only one again,
     ``hide`` covers it with an empty tmpfs. A folder that does not exist is skipped.
 
