@@ -125,23 +125,69 @@ def _is_compilation_error(err: BaseException) -> bool:
 
 
 def _describe_compilation(err: BaseException) -> str | None:
-    """Triton's compiler error as the file's own line: the code generator that raised it knows
-    the kernel's file and first line; the error's node, the line within the kernel."""
-    frame = _last_frame(err.__traceback__)
-    generator = frame.f_locals.get("self") if frame is not None else None
+    """Triton's compiler error as the file's own line: the kernel's file and ``def`` line come
+    from the code generator that raised it or, once Triton has cut its own frames out of the
+    traceback (it does on the way out of ``triton.compile``), from the solution's jitted
+    function whose source the error carries; the error's node gives the line within it."""
     node = getattr(err, "node", None)
-    file = getattr(generator, "file_name", None)
-    begin = getattr(generator, "begin_line", None)
-    if not isinstance(file, str) or not isinstance(begin, int) or not hasattr(node, "lineno"):
+    if not hasattr(node, "lineno"):
         return None
+    located = _generator_location(err) or _jit_location(getattr(err, "src", None))
+    if located is None:
+        return None
+    file, begin, name = located
     line = begin + node.lineno
     cause = err.__cause__ or err.__context__
     if cause is not None and not _is_compilation_error(cause):
         what = _error_line(cause) + suggestion(cause)
     else:
         what = str(getattr(err, "error_message", None) or type(err).__name__)
-    name = getattr(getattr(generator, "jit_fn", None), "__name__", "the kernel")
     return _note(f'File "{file}", line {line}, in {name}', linecache.getline(file, line), what)
+
+
+def _generator_location(err: BaseException) -> tuple[str, int, str] | None:
+    """(file, line before the ``def``, name) from the code generator of the last frame."""
+    frame = _last_frame(err.__traceback__)
+    generator = frame.f_locals.get("self") if frame is not None else None
+    file = getattr(generator, "file_name", None)
+    begin = getattr(generator, "begin_line", None)
+    if not isinstance(file, str) or not isinstance(begin, int):
+        return None
+    name = getattr(getattr(generator, "jit_fn", None), "__name__", "the kernel")
+    return file, begin, name
+
+
+def _jit_location(src: object) -> tuple[str, int, str] | None:
+    """(file, line before the ``def``, name) of the solution's jitted function with source
+    ``src``: the solution's modules are searched, as the error names no function."""
+    import sys
+
+    from fib_core.report.source_map import in_build_copy
+
+    if not isinstance(src, str) or not src:
+        return None
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if not isinstance(file, str) or not in_build_copy(file):
+            continue
+        for value in list(vars(module).values()):
+            if getattr(value, "src", None) != src or not callable(getattr(value, "fn", None)):
+                continue
+            code = getattr(value.fn, "__code__", None)
+            if code is None:
+                continue
+            return code.co_filename, _def_line(code.co_filename, code.co_firstlineno) - 1, \
+                code.co_name
+    return None
+
+
+def _def_line(file: str, first: int) -> int:
+    """The ``def`` line of a function whose first line (a decorator, maybe) is ``first``:
+    the compiler counts the kernel's lines from its ``def``."""
+    for line in range(first, first + 50):
+        if linecache.getline(file, line).lstrip().startswith(("def ", "async def ")):
+            return line
+    return first
 
 
 def _error_line(err: BaseException) -> str:

@@ -109,3 +109,60 @@ def test_inline_and_the_table_show_a_triton_typo_at_the_kernels_line(tmp_path: P
         assert proc.returncode == 1, out[-3000:]
         assert hint in out and where in out, out[-3000:]
         assert "fib-py-" not in out
+
+
+KERNEL_WITH_TYPO = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def _helper(x):
+    return x + tl.program_idx(0)
+
+
+@triton.jit
+def kernel(x_ptr):
+    v = tl.load(x_ptr)
+    tl.store(x_ptr, _helper(v))
+'''
+
+
+COMPILE_AND_DESCRIBE = """
+import importlib.util, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from fib_core.compile.solution_errors import describe
+
+path, keep = sys.argv[1], sys.argv[2] == "keep"
+spec = importlib.util.spec_from_file_location("fib_solution_9f_77_1.kernel", path)
+module = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = module
+spec.loader.exec_module(module)
+try:
+    triton.compile(ASTSource(module.kernel, signature={"x_ptr": "*fp32"}, constexprs={}),
+                   target=GPUTarget("cuda", 90, 32))
+except Exception as err:
+    print(describe(err if keep else err.with_traceback(None)))
+"""
+
+
+@pytest.mark.parametrize("keep", ["keep", "drop"])
+def test_a_triton_compile_error_names_the_helpers_file_line(tmp_path: Path, keep: str) -> None:
+    """Triton's real front end (no GPU needed; a process without the interpreter) on a typo
+    inside a jitted helper: the note names the build copy's file and the helper's line, with
+    Python's hint. Without a traceback (Triton cuts its own frames on the way out; the code
+    generator may be gone) the function is found by its source."""
+    pytest.importorskip("triton")
+    copy = tmp_path / "fib-py-ab12" / "fib_solution_9f_77_1"
+    copy.mkdir(parents=True)
+    path = copy / "kernel.py"
+    path.write_text(KERNEL_WITH_TYPO)
+    env = dict(os.environ, TRITON_INTERPRET="0", TRITON_DEFAULT_FP_FUSION="1",
+               PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    proc = subprocess.run([sys.executable, "-c", COMPILE_AND_DESCRIBE, str(path), keep],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    text = proc.stdout.strip()
+    assert f'File "{path}", line 7, in _helper' in text, proc.stdout + proc.stderr
+    assert "tl.program_idx(0)" in text
+    assert text.endswith("has no attribute 'program_idx'. Did you mean: 'program_id'?")
