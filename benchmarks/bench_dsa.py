@@ -8,7 +8,7 @@ For each workload: the output is checked first (attention: the organizers' atol 
 indexer: ids reachable, unique, the right count, and the sorted chosen scores equal to the
 reference's), and no speedup is printed for a failing one. Then both sides are timed with
 triton.testing.do_bench (L2 flushed before every call, median; CUDA events, so a few us of
-launch overhead are included); "kern ms" is the kit's own timer (``fib_core.bench.timing``,
+launch overhead are included); "kern ms" is the kit's own timer (``fib_core.bench.evaluation.timers``,
 judge's span from the first kernel's start to the last one's end, gaps included, L2 flushed),
 the figure ``run_local.py`` reports. %roof uses the do_bench figure against the kit's roofline:
 the cost model of ``fib_core.dataset.roofline`` on the actual inputs (valid sparse indices,
@@ -34,7 +34,7 @@ import torch
 import triton
 from bench_common import needs_gpu
 
-from fib_core.bench.timing import measure
+from fib_core.bench.evaluation.timers import measure
 from fib_core.dataset.roofline import (
     GPU_PEAKS,
     Cost,

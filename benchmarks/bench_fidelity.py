@@ -105,7 +105,7 @@ def _structured_blobs(dataset: Path, definition: str, records: list[dict], root:
     import torch
     from safetensors.torch import save_file
 
-    from fib_core.bench.inputs import generate_inputs, input_generator_for
+    from fib_core.bench.evaluation.inputs import generate_inputs, input_generator_for
     from fib_core.data import TraceSet
     from fib_core.data.workload import Workload
 

@@ -47,7 +47,7 @@ def _copying(cache, definition, keys: list[str], device: str) -> list:
     """The previous loader: bytes, HMAC, safetensors' own deserialisation (copies)."""
     from safetensors.torch import load
 
-    from fib_core.bench.integrity import _digest
+    from fib_core.bench.evaluation.signed_cache import _digest
 
     out = []
     for key in keys:
@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import torch
 
-    from fib_core.bench.integrity import SignedReferenceCache, ensure_key
+    from fib_core.bench.evaluation.signed_cache import SignedReferenceCache
+    from fib_core.bench.integrity import ensure_key
 
     definition = SimpleNamespace(name="gdn_decode", output_names=["output", "new_state"])
     outs = [torch.randn(args.batch, 1, 8, 128).bfloat16(), torch.randn(args.batch, 8, 128, 128)]

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from fib_core.bench.inputs import generate_inputs
+from fib_core.bench.evaluation.inputs import generate_inputs
 from fib_core.data.traceset import TraceSet
 from fib_core.dataset import embedded_dataset_path
 from fib_core.dataset.references import load_reference

@@ -3,7 +3,7 @@
 For three kernels (a tiny one under 10 us, one around 100 us, one over 1 ms) this prints:
 - the engine's latency (kernel-only method, three separate runs: run-to-run spread),
 - the engine's latency with CUDA events (includes launch overhead),
-- the kit's own timer (``fib_core.bench.timing.measure``, the judge's span, L2 flushed, the
+- the kit's own timer (``fib_core.bench.evaluation.timers.measure``, the judge's span, L2 flushed, the
   organizers' trials) called here in this process on the built solution: the same definition
   of the figure without the worker, input rotation and re-checks around it,
 - ``triton.testing.do_bench`` (median),
@@ -117,8 +117,8 @@ def _independent(definition, workload, source: str) -> tuple[float, float]:
     import torch
     import triton.testing
 
-    from fib_core.bench.inputs import generate_inputs
-    from fib_core.bench.timing import measure
+    from fib_core.bench.evaluation.inputs import generate_inputs
+    from fib_core.bench.evaluation.timers import measure
     from fib_core.compile.build import build as build_solution
     from fib_core.data.dtypes import torch_dtype
 

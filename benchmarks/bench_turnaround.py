@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_common import starter_fork  # noqa: E402
 
-from fib_core.bench.phases import format_breakdown, harness_breakdown  # noqa: E402
+from fib_core.bench.evaluation.phases import format_breakdown, harness_breakdown  # noqa: E402
 
 QUICK_DEF = "gdn_decode_qk4_v8_d128_k_last"
 # Targets: warm GDN decode <= 15 s, cold GDN prefill <= 300 s, every warm re-run <= 60 s.
@@ -198,7 +198,7 @@ def _run(cfg: Any, opts: Any, gpus: str | None, cache: Path, extra: dict | None,
 def _print_timeline(since: float, marks: dict[str, float]) -> None:
     """With --timeline: each process's milestones in this run (seconds after its start), then
     the file is emptied for the next run."""
-    from fib_core.bench.timeline import TIMELINE_VAR, format_timeline, read
+    from fib_core.bench.evaluation.timeline import TIMELINE_VAR, format_timeline, read
 
     path = os.environ.get(TIMELINE_VAR)
     if not path:
@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="fib-turnaround-") as tmp:
         if args.timeline:
-            from fib_core.bench.timeline import TIMELINE_VAR
+            from fib_core.bench.evaluation.timeline import TIMELINE_VAR
 
             os.environ[TIMELINE_VAR] = str(Path(tmp) / "timeline.txt")
         try:

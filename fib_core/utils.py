@@ -46,14 +46,14 @@ def list_cuda_devices() -> list[str]:
 def env_snapshot(device: str) -> Environment:
     """The ``Environment`` a trace records for ``device`` (hardware name, library versions),
     collected the way the benchmark worker collects it."""
-    from fib_core.bench.environment import collect_environment
+    from fib_core.bench.evaluation.environment import collect_environment
 
     return collect_environment(device).to_environment()
 
 
 def hardware_from_device(device: str) -> str:
     """The hardware name recorded in traces: the GPU's name, or a CPU description."""
-    from fib_core.bench.environment import collect_environment
+    from fib_core.bench.evaluation.environment import collect_environment
 
     return collect_environment(device).hardware
 

@@ -343,7 +343,7 @@ def run_definition(ready: Prepared, device: str, console: Any) -> int:
             console=console,
         )
     if opts.profile_harness:
-        from fib_core.bench.phases import format_breakdown, harness_breakdown
+        from fib_core.bench.evaluation.phases import format_breakdown, harness_breakdown
 
         console.print(format_breakdown(harness_breakdown(traces), wall_s=wall, device=device,
                                        gpus=len(shards)), markup=False)

@@ -81,14 +81,14 @@ __all__ = [
 
 _LAZY = {
     "Benchmark": "fib_core.bench.benchmark",
-    "CheckResult": "fib_core.bench.check",
-    "Tolerance": "fib_core.bench.check",
-    "check_outputs": "fib_core.bench.check",
-    "register_checker": "fib_core.bench.check",
-    "resolve_tolerance": "fib_core.bench.check",
-    "generate_inputs": "fib_core.bench.inputs",
-    "generate_timing_sets": "fib_core.bench.inputs",
-    "register_input_generator": "fib_core.bench.inputs",
+    "CheckResult": "fib_core.bench.evaluation.check",
+    "Tolerance": "fib_core.bench.evaluation.check",
+    "check_outputs": "fib_core.bench.evaluation.check",
+    "register_checker": "fib_core.bench.evaluation.check",
+    "resolve_tolerance": "fib_core.bench.evaluation.check",
+    "generate_inputs": "fib_core.bench.evaluation.inputs",
+    "generate_timing_sets": "fib_core.bench.evaluation.inputs",
+    "register_input_generator": "fib_core.bench.evaluation.inputs",
 }
 
 

@@ -111,7 +111,7 @@ class Benchmark(_Engine):
     def _evaluate_all(self, config: BenchmarkConfig | None) -> list[Any]:
         """One call with ``config`` (None: the construction's); the construction's config is
         back afterwards, so a later call without one never inherits this call's filters."""
-        from fib_core.bench.worker import resolve_device
+        from fib_core.bench.evaluation.worker import resolve_device
 
         if config is not None and not isinstance(config, BenchmarkConfig):
             raise TypeError(

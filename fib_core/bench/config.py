@@ -2,7 +2,7 @@
 
 The defaults are the organizers' (warmup 10, iterations 50, trials 3, timeout 300 s), so a local
 run measures the way grading does unless the user asks otherwise. Tolerances default to None,
-meaning "take the definition's own" (see :mod:`fib_core.bench.check` for the precedence); a
+meaning "take the definition's own" (see :mod:`fib_core.bench.evaluation.check` for the precedence); a
 value set here always wins. Each field's default and valid values come from the settings table
 (:mod:`fib_core.bench.settings`), which the config file and the command lines are built from.
 """

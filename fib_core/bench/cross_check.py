@@ -20,7 +20,7 @@ bound). When the span exceeds it by much, the GPU waits for the host between ker
 ``note`` says how long. The overhead constants come from the five starters on an H100.
 
 The span (``profiler``, else ``cupti``) is the reference the ratios are taken against. The
-timers themselves are those of :mod:`fib_core.bench.timing`; only the graph replay is timed
+timers themselves are those of :mod:`fib_core.bench.evaluation.timers`; only the graph replay is timed
 here. Runs in a child process: the solution is untrusted code, and a crash there must not take
 the finished benchmark with it.
 
@@ -230,7 +230,7 @@ def run_cross_check(job: dict[str, Any]) -> list[dict[str, Any]]:
     """Child-process body: build once, then time every workload with every method."""
     import warnings
 
-    from fib_core.bench.timing import L2Flusher
+    from fib_core.bench.evaluation.timers import L2Flusher
     from fib_core.compile import BuildOptions
     from fib_core.compile.build import build as build_solution
     from fib_core.data import Solution, TraceSet
@@ -253,8 +253,12 @@ def run_cross_check(job: dict[str, Any]) -> list[dict[str, Any]]:
 def _check_workload(runnable, definition, workload, job, flusher) -> CrossCheckRow:
     import torch
 
-    from fib_core.bench.inputs import generate_inputs
-    from fib_core.bench.timing import available_methods, cupti_unavailable_reason, measure
+    from fib_core.bench.evaluation.inputs import generate_inputs
+    from fib_core.bench.evaluation.timers import (
+        available_methods,
+        cupti_unavailable_reason,
+        measure,
+    )
     from fib_core.data.dtypes import torch_dtype
 
     inputs = generate_inputs(
@@ -371,7 +375,7 @@ def profile_call(call, repeats: int = 3) -> tuple[int | None, float | None]:
     """
     import torch
 
-    from fib_core.bench.timing import profiler_session
+    from fib_core.bench.evaluation.timers import profiler_session
 
     try:
         torch.cuda.synchronize()

@@ -14,7 +14,7 @@ One TOML file per definition, ``eval.toml`` in its definition folder (see
 
 A definition without a file (a user's own dataset) gets the organizers' generic defaults, and
 their packaged default tolerance for its op_type (:data:`OP_TYPE_TOLERANCE`). This module is the
-one home of the organizers' numbers; :mod:`fib_core.bench.check` reads its tolerances here.
+one home of the organizers' numbers; :mod:`fib_core.bench.evaluation.check` reads its tolerances here.
 Keys use the ``config.toml`` names (:mod:`fib_core.bench.settings`, whose :func:`~fib_core.
 bench.settings.merge` layers these under ``config.toml`` and flags).
 

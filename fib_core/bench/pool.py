@@ -8,9 +8,9 @@ anything it started; processes that left the session are found by the run token 
 environment and killed too (:func:`fib_core.bench.containment.sandbox.kill_tagged`).
 
 Nothing a worker sends is trusted: frames are read with size limits and deadlines
-(:mod:`fib_core.bench.wire`); a malformed one ends that solution's workload as RUNTIME_ERROR
+(:mod:`fib_core.bench.evaluation.wire`); a malformed one ends that solution's workload as RUNTIME_ERROR
 and the worker is replaced. The worker's outputs are relayed to the judge process
-(:mod:`fib_core.bench.judge`), whose verdicts alone can make a workload PASSED.
+(:mod:`fib_core.bench.evaluation.judge`), whose verdicts alone can make a workload PASSED.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from typing import Any
 
 from fib_core.bench.containment.mounts import Mounts
 from fib_core.bench.containment.sandbox import TOKEN_VAR, kill_tagged
-from fib_core.bench.exchange import ArenaHandle
-from fib_core.bench.judge import (
+from fib_core.bench.evaluation.exchange import ArenaHandle
+from fib_core.bench.evaluation.judge import (
     STATUSES,
     TaskLedger,
     final_result,
@@ -38,10 +38,16 @@ from fib_core.bench.judge import (
     validate_latency,
     validate_result,
 )
-from fib_core.bench.logs import clip_text, read_bounded
-from fib_core.bench.protocol import EvalResult, EvalTask
-from fib_core.bench.timeline import mark
-from fib_core.bench.wire import DEFAULT_MAX_BLOB, ChildGone, WireError, read_frame, send_object
+from fib_core.bench.evaluation.logs import clip_text, read_bounded
+from fib_core.bench.evaluation.protocol import EvalResult, EvalTask
+from fib_core.bench.evaluation.timeline import mark
+from fib_core.bench.evaluation.wire import (
+    DEFAULT_MAX_BLOB,
+    ChildGone,
+    WireError,
+    read_frame,
+    send_object,
+)
 from fib_core.data.trace import EvaluationStatus
 from fib_core.paths import PROFILE_ENV, kit_root
 
@@ -65,7 +71,7 @@ class WorkerHandle:
                  context_at_start: bool = False) -> None:
         self.requested_device = device
         # Make the CUDA context while booting: only a worker nothing else times beside (a
-        # run's first, a replacement), never a spare (fib_core.bench.worker).
+        # run's first, a replacement), never a spare (fib_core.bench.evaluation.worker).
         self.context_at_start = context_at_start
         self.role = role
         self.mounts = mounts if mounts is not None else Mounts()  # the worker's sandbox
@@ -129,7 +135,7 @@ class WorkerHandle:
         # -P: the current folder does not go first on sys.path, so a fib_core there (another
         # fork's, an old copy) cannot stand in for this process's own. (The per-user
         # site-packages stays: torch may be installed there; workers see it read-only.)
-        args = [sys.executable, "-P", "-m", "fib_core.bench.worker", "--fd", str(child.fileno()),
+        args = [sys.executable, "-P", "-m", "fib_core.bench.evaluation.worker", "--fd", str(child.fileno()),
                 "--device", self.requested_device, "--role", self.role,
                 "--parent", str(os.getpid())]
         profile_dir = os.environ.get(PROFILE_ENV)
@@ -172,7 +178,7 @@ class WorkerHandle:
             if isinstance(warnings, list) else []
         if isinstance(header.get("env"), dict) and (self.role == "judge" or self.trusted):
             # A sandboxed worker's account of its environment is not used: the judge's is.
-            from fib_core.bench.environment import EnvironmentInfo
+            from fib_core.bench.evaluation.environment import EnvironmentInfo
 
             try:
                 self.env = EnvironmentInfo(**header["env"])
@@ -221,8 +227,8 @@ class WorkerHandle:
         """Give this worker (and the judge) a shared output buffer with slots of at least
         ``needed`` bytes, unless the current one is big enough. Outputs of unknown size, a
         system without sealed memfds, or a buffer that cannot be made keep sending bytes
-        (fib_core.bench.exchange): the worker is then told it has no buffer."""
-        from fib_core.bench import exchange
+        (fib_core.bench.evaluation.exchange): the worker is then told it has no buffer."""
+        from fib_core.bench.evaluation import exchange
 
         if needed is None or not exchange.supported() or self.conn is None:
             return
@@ -262,7 +268,7 @@ class WorkerHandle:
         inputs, reference, run, timing), as config.toml and the organizers define it.
 
         Check requests are relayed to ``judge``; the worker's final report is validated and
-        turned into the result by :func:`fib_core.bench.judge.final_result`. ``upcoming`` (the
+        turned into the result by :func:`fib_core.bench.evaluation.judge.final_result`. ``upcoming`` (the
         next workload's dict, same definition) lets the judge read its cached references
         while this one runs.
         """

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from fib_core.bench.config import BenchmarkConfig
+from fib_core.bench.evaluation.protocol import EvalResult, EvalTask
+from fib_core.bench.evaluation.timeline import mark
 from fib_core.bench.events import (
     Log,
     SolutionStarted,
@@ -31,7 +33,6 @@ from fib_core.bench.pool import (
     take_early,
     trusted_checks,
 )
-from fib_core.bench.protocol import EvalResult, EvalTask
 from fib_core.bench.run_lock import ResumeLock, merge_stored_traces
 
 # The organizers' runner names live in this module's namespace too (see runner_api).
@@ -40,7 +41,6 @@ from fib_core.bench.runner_api import DeviceBaseline as DeviceBaseline
 from fib_core.bench.runner_api import Runner as Runner
 from fib_core.bench.runner_api import RunnerError as RunnerError
 from fib_core.bench.runner_api import RunnerFatalError as RunnerFatalError
-from fib_core.bench.timeline import mark
 from fib_core.bench.trace_sink import TraceSink
 from fib_core.bench.traces import finished_pairs, is_finished, make_trace
 from fib_core.data.trace import EvaluationStatus
@@ -122,7 +122,7 @@ class Benchmark:
     def _device_kind(self) -> str:
         """"cuda" or "cpu": what this run measures on (resolved once)."""
         if not hasattr(self, "_kind"):
-            from fib_core.bench.worker import resolve_device
+            from fib_core.bench.evaluation.worker import resolve_device
 
             self._kind = resolve_device(self.config.device).split(":")[0]
         return self._kind
@@ -364,7 +364,7 @@ class Benchmark:
             raise FibError("\n".join(lines[:1] + lines[1:][-12:])) from None
         if self.config.isolated and more:
             self._launch_spare(solution.hash())
-        from fib_core.bench.judge import expected_output_bytes
+        from fib_core.bench.evaluation.judge import expected_output_bytes
 
         result = worker.run(task, self.config.timeout_seconds,
                             on_phase=lambda p: emit(callback, Log(f"{solution.name}: {p}", "debug")),

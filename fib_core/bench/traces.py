@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from fib_core.bench.protocol import EvalResult
+from fib_core.bench.evaluation.protocol import EvalResult
 from fib_core.data.json_io import json_safe
 from fib_core.data.trace import EvaluationStatus
 

@@ -51,7 +51,7 @@ class BuilderRegistry:
 
     def build_reference(self, defn: Any) -> Runnable:
         """The definition's reference ``run`` as a value-returning Runnable."""
-        from fib_core.bench.reference import reference_run
+        from fib_core.bench.evaluation.reference import reference_run
 
         fn = reference_run(defn)
         return Runnable(fn, dps=False, definition=defn, meta={"builder": "reference"})

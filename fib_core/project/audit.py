@@ -1,7 +1,7 @@
 """A static audit of solution sources for known tampering patterns (warnings, never a block).
 
 The engine contains a hostile solution at run time (:mod:`fib_core.bench.containment.sandbox`,
-:mod:`fib_core.bench.judge`); this audit tells a contestant (or a reviewer of an AI-written
+:mod:`fib_core.bench.evaluation.judge`); this audit tells a contestant (or a reviewer of an AI-written
 kernel) *before* the run that the code does something a kernel has no business doing: walking
 frames or the garbage collector, patching the harness, torch or the profiler, reaching into the
 harness's modules or its connection, writing files under the dataset or the cache, starting

@@ -38,7 +38,7 @@ class OneCall:
     inputs: dict[str, Any]
     outputs: dict[str, Any]
     reference: dict[str, Any]
-    check: Any  # fib_core.bench.check.CheckResult
+    check: Any  # fib_core.bench.evaluation.check.CheckResult
 
 
 def pick_workload(trace_set: Any, definition: str, filters: list[str] | None, quick: bool) -> Any:
@@ -64,10 +64,10 @@ def run_once(
     nvtx: bool = False,
 ) -> OneCall:
     """Build, make input set 0, run the reference and the solution once, check the outputs."""
-    from fib_core.bench.check import check_outputs, poison_, resolve_tolerance
     from fib_core.bench.config import BenchmarkConfig
-    from fib_core.bench.inputs import generate_inputs
-    from fib_core.bench.reference import clone_args, reference_outputs
+    from fib_core.bench.evaluation.check import check_outputs, poison_, resolve_tolerance
+    from fib_core.bench.evaluation.inputs import generate_inputs
+    from fib_core.bench.evaluation.reference import clone_args, reference_outputs
     from fib_core.compile import build
 
     runnable = build(solution, definition, build_options)

@@ -30,7 +30,7 @@ from multiprocessing.connection import wait as wait_for_readers
 from pathlib import Path
 from typing import Any
 
-from fib_core.bench.timeline import mark
+from fib_core.bench.evaluation.timeline import mark
 from fib_core.errors import ConfigError, FibError
 from fib_core.project.work_queue import QueueTaker, WorkQueue, queue_plan
 
@@ -85,7 +85,7 @@ def workload_costs(definition: str, axes_list: Sequence[dict[str, int]]) -> list
 def physical_ids(gpus: Sequence[int], env: dict[str, str] | None = None) -> list[str]:
     """What each chosen index means in ``CUDA_VISIBLE_DEVICES`` for a child: the parent's own
     list entry when it has one (indices count within what the parent sees)."""
-    from fib_core.bench.environment import visible_entries
+    from fib_core.bench.evaluation.environment import visible_entries
 
     listed = visible_entries(os.environ if env is None else env) or []
     return [listed[g] if g < len(listed) else str(g) for g in gpus]
@@ -117,8 +117,8 @@ def visible_gpu_count() -> int | None:
     run, and processes started for GPUs it does not use are stopped.
 
     ``CUDA_VISIBLE_DEVICES`` is read as CUDA reads it
-    (:func:`fib_core.bench.environment.visible_entries`), up to the driver's own count."""
-    from fib_core.bench.environment import visible_entries
+    (:func:`fib_core.bench.evaluation.environment.visible_entries`), up to the driver's own count."""
+    from fib_core.bench.evaluation.environment import visible_entries
 
     if not _torch_has_cuda():
         return None
@@ -465,7 +465,7 @@ def preload_engine() -> None:
     Example: ``preload_engine()`` in a process that will run the engine next."""
     import torch  # noqa: F401
 
-    import fib_core.bench.inputs  # noqa: F401
+    import fib_core.bench.evaluation.inputs  # noqa: F401
     import fib_core.bench.runner  # noqa: F401
 
 

@@ -198,7 +198,7 @@ def resolve_device(requested: str | None) -> str:
 
     The engine's own resolution (also used by its workers), reduced to the device kind.
     """
-    from fib_core.bench.worker import resolve_device as engine_device
+    from fib_core.bench.evaluation.worker import resolve_device as engine_device
 
     return engine_device(requested or "auto").split(":")[0]
 
@@ -247,8 +247,8 @@ def execute(
     None loads ``request.dataset_path`` (another machine, another process). ``queue``: this
     GPU's :class:`fib_core.project.work_queue.QueueTaker`, for a request with ``queue`` set."""
     from fib_core.bench import Benchmark, BenchmarkConfig
+    from fib_core.bench.evaluation.timeline import mark
     from fib_core.bench.stream import WorkloadStream
-    from fib_core.bench.timeline import mark
     from fib_core.compile import BuildOptions
     from fib_core.data import Solution
     from fib_core.project.dataset_checks import check_blobs

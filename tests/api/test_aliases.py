@@ -157,7 +157,7 @@ def test_registry_builds_once_and_clear_closes(ts: TraceSet, definition: Definit
     inputs = _inputs()
     reference = registry.build_reference(definition)
     torch.testing.assert_close(runnable(**inputs), reference(**inputs))
-    from fib_core.bench.reference import reference_run
+    from fib_core.bench.evaluation.reference import reference_run
 
     torch.testing.assert_close(
         reference(**inputs), reference_run(definition)(inputs["x"], inputs["y"], inputs["alpha"])
@@ -201,7 +201,7 @@ def test_source_helpers(ts: TraceSet, tmp_path: Path):
 
 def test_utils_match_the_kit_helpers():
     from fib_core import utils
-    from fib_core.bench.environment import collect_environment
+    from fib_core.bench.evaluation.environment import collect_environment
     from fib_core.data.dtypes import torch_dtype
 
     assert utils.torch_dtype_from_def("bfloat16") is torch_dtype("bfloat16") is torch.bfloat16

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from fib_core.bench.check import (
+from fib_core.bench.evaluation.check import (
     Tolerance,
     check_outputs,
     compare_tensor,

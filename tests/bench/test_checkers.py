@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fib_core.bench.check import Tolerance, check_outputs
+from fib_core.bench.evaluation.check import Tolerance, check_outputs
 from fib_core.data.definition import Definition
 from fib_core.dataset import registry
 

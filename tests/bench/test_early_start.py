@@ -165,7 +165,7 @@ def test_the_early_context_is_the_driver_primary_context_of_the_device(monkeypat
     cuDevicePrimaryCtxRetain); without a GPU or a driver there is no thread."""
     import ctypes
 
-    from fib_core.bench import exchange, worker
+    from fib_core.bench.evaluation import exchange, worker
 
     calls = []
 

@@ -231,7 +231,8 @@ def test_outputs_reach_the_judge_through_shared_memory_or_as_bytes(
     buffer (no bytes through the parent); without them, or when one cannot be made, the
     outputs travel as bytes. The verdicts are the judge's either way: a wrong kernel fails, a
     right one passes."""
-    from fib_core.bench import exchange, pool
+    from fib_core.bench import pool
+    from fib_core.bench.evaluation import exchange
 
     shared = mode == "shared"
     if mode != "unsupported" and not exchange.supported():

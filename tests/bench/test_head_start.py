@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fib_core.bench.environment import read_smi, smi_id, start_smi
+from fib_core.bench.evaluation.environment import read_smi, smi_id, start_smi
 
 ROOT = Path(__file__).resolve().parents[2]
 ROW = "550.54.15, 1980, 2619, 1980, 2619, 700.00, 31"
@@ -69,8 +69,8 @@ def test_the_head_start_begins_before_torch_is_imported(tmp_path):
     folder = _fake_smi(tmp_path / "bin", f'echo "{ROW}"')
     code = (
         "import os, sys\n"
-        "from fib_core.bench.worker import HeadStart\n"
-        "from fib_core.bench.environment import read_smi\n"
+        "from fib_core.bench.evaluation.worker import HeadStart\n"
+        "from fib_core.bench.evaluation.environment import read_smi\n"
         "ahead = HeadStart.begin('cuda', context=False)\n"
         "assert 'torch' not in sys.modules\n"
         "assert ahead.context is None and ahead.smi is not None\n"
@@ -88,7 +88,7 @@ def test_the_head_start_begins_before_torch_is_imported(tmp_path):
 
 
 def test_a_cpu_worker_starts_nothing_ahead(smi_path, monkeypatch, tmp_path):
-    from fib_core.bench.worker import HeadStart
+    from fib_core.bench.evaluation.worker import HeadStart
 
     monkeypatch.setenv("CUDA_MODULE_LOADING", "LAZY")  # begin() sets them: restored after
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
@@ -101,7 +101,7 @@ def test_a_cpu_worker_starts_nothing_ahead(smi_path, monkeypatch, tmp_path):
 def _warm_in_fresh_interpreter(task_waiting: bool) -> str:
     code = (
         "import socket, sys\n"
-        "from fib_core.bench.worker import _warm_triton\n"
+        "from fib_core.bench.evaluation.worker import _warm_triton\n"
         "mine, parent = socket.socketpair()\n"
         f"if {task_waiting}: parent.send(b'x')\n"
         "_warm_triton(mine)\n"
@@ -126,7 +126,7 @@ def test_an_idle_worker_hashes_triton_before_its_first_task():
 
 def test_an_unwanted_nvidia_smi_is_stopped_not_waited_for(smi_path):
     """A worker whose device turned out to be the CPU does not wait for the GPU's tool."""
-    from fib_core.bench.environment import collect_environment
+    from fib_core.bench.evaluation.environment import collect_environment
 
     smi_path("exec sleep 30")
     proc = start_smi(0)

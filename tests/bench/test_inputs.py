@@ -9,8 +9,8 @@ import torch
 from safetensors.torch import save_file
 
 from fib_core.bench import generate_inputs, register_input_generator
-from fib_core.bench import inputs as inputs_mod
-from fib_core.bench.inputs import InputError, random_tensor
+from fib_core.bench.evaluation import inputs as inputs_mod
+from fib_core.bench.evaluation.inputs import InputError, random_tensor
 from fib_core.data.definition import Definition
 from fib_core.data.workload import Workload
 from fib_core.errors import LfsPointerError
@@ -175,12 +175,12 @@ def test_the_timing_only_sets_are_made_in_a_thread_and_equal_the_seeded_sets(
     during the correctness run (here, with a generator that draws one set at a time, exactly
     what generate_inputs makes for their index, in order); an error there fails the workload
     as an inputs error, like before."""
-    from fib_core.bench import evaluate
     from fib_core.bench.config import BenchmarkConfig
-    from fib_core.bench.environment import EnvironmentInfo
-    from fib_core.bench.evaluate import Evaluator, _Failed
-    from fib_core.bench.inputs import generate_inputs
-    from fib_core.bench.reference_sets import checked_indices
+    from fib_core.bench.evaluation import evaluator as evaluate
+    from fib_core.bench.evaluation.environment import EnvironmentInfo
+    from fib_core.bench.evaluation.evaluator import Evaluator, _Failed
+    from fib_core.bench.evaluation.inputs import generate_inputs
+    from fib_core.bench.evaluation.reference_sets import checked_indices
 
     monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path))
     cfg = BenchmarkConfig(device="cpu", warmup_runs=1, iterations=5, num_trials=2)

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from fib_core.bench import timing
+from fib_core.bench.evaluation import timers
 
 pytestmark = pytest.mark.gpu
 
@@ -35,13 +35,13 @@ def tensors():
 
 
 def _methods() -> list[str]:
-    return [m for m in ("cupti", "profiler") if m in timing.available_methods("cuda")]
+    return [m for m in ("cupti", "profiler") if m in timers.available_methods("cuda")]
 
 
 @pytest.mark.parametrize("method", ["cupti", "profiler"])
 def test_a_launch_bound_call_reads_its_gaps_and_gets_the_hint(tensors, method):
     if method not in _methods():
-        pytest.skip(timing.cupti_unavailable_reason() or "not available")
+        pytest.skip(timers.cupti_unavailable_reason() or "not available")
     small, _, _ = tensors
 
     def call(_i: int) -> None:
@@ -49,7 +49,7 @@ def test_a_launch_bound_call_reads_its_gaps_and_gets_the_hint(tensors, method):
         _spin(200)
         small.add_(0.0)
 
-    r = timing.measure(call, lambda i: None, device="cuda:0", method=method, warmup=3,
+    r = timers.measure(call, lambda i: None, device="cuda:0", method=method, warmup=3,
                        iterations=20, trials=2)
     assert r.method == method
     assert 0.19 <= r.latency_ms <= 0.6, r.latency_ms  # the 200 us the GPU waited is counted
@@ -61,9 +61,9 @@ def test_a_launch_bound_call_reads_its_gaps_and_gets_the_hint(tensors, method):
 @pytest.mark.parametrize("method", ["cupti", "profiler"])
 def test_a_device_bound_call_is_busy_its_whole_span(tensors, method):
     if method not in _methods():
-        pytest.skip(timing.cupti_unavailable_reason() or "not available")
+        pytest.skip(timers.cupti_unavailable_reason() or "not available")
     _, big, out = tensors
-    r = timing.measure(lambda i: out.copy_(big), lambda i: None, device="cuda:0",
+    r = timers.measure(lambda i: out.copy_(big), lambda i: None, device="cuda:0",
                        method=method, warmup=3, iterations=20, trials=2)
     assert r.busy_ms >= 0.95 * r.latency_ms
     assert not any(w.startswith("launch-bound:") for w in r.warnings)
@@ -72,7 +72,7 @@ def test_a_device_bound_call_is_busy_its_whole_span(tensors, method):
 def test_the_kit_reads_what_flashinfers_helper_reads(tensors):
     testing = pytest.importorskip("flashinfer.testing")
     if "cupti" not in _methods():
-        pytest.skip(timing.cupti_unavailable_reason())
+        pytest.skip(timers.cupti_unavailable_reason())
     _, big, out = tensors
 
     def copy() -> None:
@@ -88,7 +88,7 @@ def test_the_kit_reads_what_flashinfers_helper_reads(tensors):
         torch.cuda.synchronize()
     kit, theirs = [], []
     for _ in range(3):
-        kit.append(timing.measure(lambda i: copy(), lambda i: None, device="cuda:0",
+        kit.append(timers.measure(lambda i: copy(), lambda i: None, device="cuda:0",
                                   method="cupti", warmup=5, iterations=30, trials=3).latency_ms)
         theirs.append(statistics.fmean(
             statistics.median(testing.bench_gpu_time_with_cupti(

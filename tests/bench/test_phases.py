@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fib_core.bench.phases import PhaseClock, format_breakdown, harness_breakdown
+from fib_core.bench.evaluation.phases import PhaseClock, format_breakdown, harness_breakdown
 
 
 def test_phase_clock_splits_time_between_announcements() -> None:

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from fib_core.bench import generate_inputs
-from fib_core.bench import reference as ref_mod
-from fib_core.bench.reference import ReferenceCache, reference_key, reference_outputs
+from fib_core.bench.evaluation import reference as ref_mod
+from fib_core.bench.evaluation.reference import ReferenceCache, reference_key, reference_outputs
 
 
 def test_reference_runs_on_clones_and_is_cached(toy_definition, toy_workloads, tmp_path,
@@ -59,8 +59,8 @@ def test_keys_of_several_sets_are_the_keys_cached_files_already_carry(toy_defini
     import hashlib
     import json
 
-    from fib_core.bench.inputs import generator_fingerprint
-    from fib_core.bench.reference import INPUTS_VERSION, reference_keys
+    from fib_core.bench.evaluation.inputs import generator_fingerprint
+    from fib_core.bench.evaluation.reference import INPUTS_VERSION, reference_keys
 
     wl = toy_workloads[0]
     keys = reference_keys(toy_definition, wl, seed=0, device_kind="cpu", input_sets=[0, 3])
@@ -87,7 +87,7 @@ def test_unwritable_cache_only_warns(toy_definition, toy_workloads, tmp_path, ca
 
 
 def test_a_reference_that_fails_to_load_is_a_reference_failure(toy_definition):
-    from fib_core.bench.reference import ReferenceFailure, reference_run
+    from fib_core.bench.evaluation.reference import ReferenceFailure, reference_run
     from fib_core.errors import FibError
 
     broken = toy_definition.model_copy(

@@ -7,7 +7,11 @@ from pathlib import Path
 import pytest
 
 from fib_core.bench import Benchmark, BenchmarkConfig
-from fib_core.bench.reference_sets import checked_indices, run_references, timed_set_order
+from fib_core.bench.evaluation.reference_sets import (
+    checked_indices,
+    run_references,
+    timed_set_order,
+)
 from fib_core.data.solution import Solution
 from fib_core.data.traceset import TraceSet
 

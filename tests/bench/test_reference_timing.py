@@ -11,11 +11,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fib_core.bench import evaluate, timing
 from fib_core.bench.config import BenchmarkConfig
-from fib_core.bench.environment import EnvironmentInfo
-from fib_core.bench.evaluate import Evaluator
-from fib_core.bench.timing import TimingResult, choose_method
+from fib_core.bench.evaluation import evaluator as evaluate
+from fib_core.bench.evaluation import timers as timing
+from fib_core.bench.evaluation.environment import EnvironmentInfo
+from fib_core.bench.evaluation.evaluator import Evaluator
+from fib_core.bench.evaluation.timers import TimingResult, choose_method
 
 
 @pytest.fixture
@@ -23,7 +24,7 @@ def timed_methods(monkeypatch, tmp_path):
     """Runs the evaluator's reference step on a pretend GPU; returns the methods measure() got.
 
     The reference's latency is taken from the calls that compute its checked outputs
-    (fib_core.bench.reference_sets), so that step is where the method is chosen."""
+    (fib_core.bench.evaluation.reference_sets), so that step is where the method is chosen."""
     seen: list[str] = []
 
     def fake_measure(call, prepare, *, device, method, warmup, iterations, trials, flusher,
@@ -164,7 +165,8 @@ def test_the_signed_cache_prefetch_ends_with_its_workload(
     from types import SimpleNamespace
 
     from fib_core.bench import eval_settings
-    from fib_core.bench.integrity import SignedReferenceCache, ensure_key
+    from fib_core.bench.evaluation.signed_cache import SignedReferenceCache
+    from fib_core.bench.integrity import ensure_key
 
     monkeypatch.setattr(
         eval_settings, "eval_settings", lambda name: SimpleNamespace(reference_timed_calls=2)
@@ -203,9 +205,9 @@ def test_the_judge_prefetches_a_task_it_is_told_of_and_forgets_it_after(
     """A warm run's judge reads and verifies every set the task may check as soon as the task
     starts (the worker is building and making inputs then), so the first check finds them in
     memory; the verdicts are those of a judge that was not told, and nothing is kept after."""
-    from fib_core.bench.judge import JudgeServer
-    from fib_core.bench.protocol import EvalTask
-    from fib_core.bench.reference_sets import checked_indices
+    from fib_core.bench.evaluation.judge import JudgeServer
+    from fib_core.bench.evaluation.protocol import EvalTask
+    from fib_core.bench.evaluation.reference_sets import checked_indices
 
     monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path))
     cfg = BenchmarkConfig(device="cpu", num_input_sets=2, num_trials=2)
@@ -217,8 +219,8 @@ def test_the_judge_prefetches_a_task_it_is_told_of_and_forgets_it_after(
         )
 
     def verdicts(t: EvalTask) -> list[str]:
-        from fib_core.bench.inputs import generate_inputs
-        from fib_core.bench.wire import encode_values
+        from fib_core.bench.evaluation.inputs import generate_inputs
+        from fib_core.bench.evaluation.wire import encode_values
 
         out = []
         for k in (0, 1):
@@ -245,11 +247,11 @@ def test_the_judge_prefetches_a_task_it_is_told_of_and_forgets_it_after(
     cache = judge.evaluator.ref_cache
     assert len(cache._upcoming) == len(checked_indices(20, 2, 2))
     assert all(future.result() is not None for future, _ in cache._upcoming.values())
-    from fib_core.bench import integrity
+    from fib_core.bench.evaluation import signed_cache
 
     reads: list[str] = []
-    real_read = integrity._read
-    monkeypatch.setattr(integrity, "_read",
+    real_read = signed_cache._read
+    monkeypatch.setattr(signed_cache, "_read",
                         lambda path, pool=None: reads.append(path.name) or real_read(path))
     judge.announce(task(4))
     assert cache._upcoming == {}
@@ -263,7 +265,7 @@ def test_a_broken_context_after_an_earlier_wrong_set_still_retires_the_worker(
 ):
     """Set 1 wrong, then the call on set 2 breaks the CUDA context: the verdict is set 1's
     (checked in order), and the result still asks for a new worker."""
-    from fib_core.bench.protocol import EvalTask
+    from fib_core.bench.evaluation.protocol import EvalTask
 
     monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path))
     ev = Evaluator("cpu", EnvironmentInfo(device_kind="cpu", hardware="cpu"))

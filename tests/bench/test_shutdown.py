@@ -18,13 +18,13 @@ def _python(code: str) -> subprocess.CompletedProcess:
 
 
 def test_a_child_told_to_close_flushes_its_output_and_exits_at_once() -> None:
-    done = _python("from fib_core.bench.worker import _leave\n"
+    done = _python("from fib_core.bench.evaluation.worker import _leave\n"
                    "print('flushed', end='')\n_leave('worker')\nprint('not reached')")
     assert done.returncode == 0 and done.stdout == "flushed"
 
 
 def test_under_a_profiler_the_child_returns_so_its_profile_is_written() -> None:
-    done = _python("import sys\nfrom fib_core.bench.worker import _leave\n"
+    done = _python("import sys\nfrom fib_core.bench.evaluation.worker import _leave\n"
                    "sys.setprofile(lambda *a: None)\nr = _leave('judge')\nsys.setprofile(None)\n"
                    "print('returned', r)")
     assert done.returncode == 0 and done.stdout.strip() == "returned 0"
@@ -34,7 +34,7 @@ def test_under_cprofile_the_child_returns_too(tmp_path) -> None:
     """cProfile (sys.monitoring from Python 3.12 on) is seen as well: its stats get written."""
     out = tmp_path / "child.prof"
     script = tmp_path / "child.py"
-    script.write_text("from fib_core.bench.worker import _leave\nprint('returned', _leave('worker'))\n")
+    script.write_text("from fib_core.bench.evaluation.worker import _leave\nprint('returned', _leave('worker'))\n")
     done = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), str(script)],
                           capture_output=True, text=True, cwd=ROOT, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})

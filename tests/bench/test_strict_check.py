@@ -9,7 +9,7 @@ import pytest
 import torch
 from rich.console import Console
 
-from fib_core.bench.check import (
+from fib_core.bench.evaluation.check import (
     Tolerance,
     compare_tensor,
     loose_tolerance,

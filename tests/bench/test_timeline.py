@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from fib_core.bench import timeline
+from fib_core.bench.evaluation import timeline
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,7 +34,7 @@ def test_processes_marks_share_one_clock_and_group_by_process(tmp_path):
     since = time.monotonic()
     env = {**os.environ, timeline.TIMELINE_VAR: str(path),
            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    code = ("import time; from fib_core.bench.timeline import mark; "
+    code = ("import time; from fib_core.bench.evaluation.timeline import mark; "
             "mark('{role}', 'start'); time.sleep(0.2); mark('{role}', 'ready')")
     children = [subprocess.Popen([sys.executable, "-c", code.format(role=role)], env=env)
                 for role in ("judge", "worker")]

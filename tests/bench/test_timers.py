@@ -1,4 +1,4 @@
-"""Every GPU timer of ``fib_core.bench.timing``, driven on CPU by a simulated GPU.
+"""Every GPU timer of ``fib_core.bench.evaluation.timers``, driven on CPU by a simulated GPU.
 
 The simulated GPU has a host clock and a device timeline in nanoseconds. Each launch is an API
 call on the host (taking ``LAUNCH_NS``) whose kernel starts when both the host has launched it
@@ -20,8 +20,8 @@ from contextlib import contextmanager
 import pytest
 import torch
 
-from fib_core.bench import timing
-from fib_core.bench.timing import (
+from fib_core.bench.evaluation import timers
+from fib_core.bench.evaluation.timers import (
     EVENTS_WARNING,
     FALLBACK_NOTE,
     CallTiming,
@@ -33,6 +33,7 @@ from fib_core.bench.timing import (
     launch_bound_note,
     measure,
 )
+from fib_core.bench.timing import time_runnable
 
 LAUNCH_NS = 4_000  # host time of one launch API call
 
@@ -370,11 +371,11 @@ def test_kernels_changing_between_calls_are_named(monkeypatch, gpu):
 
 
 def test_auto_takes_cupti_where_it_loads_and_says_why_not_elsewhere(monkeypatch):
-    monkeypatch.setattr(timing, "cupti_unavailable_reason", lambda: None)
+    monkeypatch.setattr(timers, "cupti_unavailable_reason", lambda: None)
     assert available_methods("cuda") == ["cupti", "profiler", "events"]
     assert choose_method("auto", "cuda") == ("cupti", [])
     why = "cupti-python is not installed (pip install 'cupti-python>=13')"
-    monkeypatch.setattr(timing, "cupti_unavailable_reason", lambda: why)
+    monkeypatch.setattr(timers, "cupti_unavailable_reason", lambda: why)
     assert available_methods("cuda") == ["profiler", "events"]
     method, notes = choose_method("auto", "cuda")
     assert method == "profiler" and notes == [
@@ -383,16 +384,16 @@ def test_auto_takes_cupti_where_it_loads_and_says_why_not_elsewhere(monkeypatch)
     method, notes = choose_method("cupti", "cuda")
     assert method == "profiler" and why in notes[0]
     assert available_methods("cpu") == ["wall-clock"]
-    assert timing.reference_method("auto", "cpu") == ("wall-clock", None)
+    assert timers.reference_method("auto", "cpu") == ("wall-clock", None)
 
 
 def test_cupti_reason_here_matches_what_imports():
     try:
         from cupti import cupti  # noqa: F401
     except ImportError:
-        assert "not installed" in timing.cupti_unavailable_reason()
+        assert "not installed" in timers.cupti_unavailable_reason()
     else:
-        reason = timing.cupti_unavailable_reason()
+        reason = timers.cupti_unavailable_reason()
         assert reason is None or "older" in reason
 
 
@@ -413,6 +414,6 @@ def test_time_runnable_gives_the_median_of_one_trial():
         calls.append(kwargs)
         time.sleep(0.002)
 
-    ms = timing.time_runnable(fn, {"x": 1}, warmup=2, iters=3, device="cpu")
+    ms = time_runnable(fn, {"x": 1}, warmup=2, iters=3, device="cpu")
     assert calls == [{"x": 1}] * 5
     assert 2.0 <= ms < 100

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from fib_core.bench.timing import EVENTS_WARNING, choose_method, measure, spread
+from fib_core.bench.evaluation.timers import EVENTS_WARNING, choose_method, measure, spread
 
 
 def test_spread_statistics():

@@ -47,7 +47,7 @@ def test_the_profiler_timer_leaves_torch_dynamo_unimported(tmp_path) -> None:
 def test_staging_copies_the_set_swaps_scalars_and_poisons_outputs(monkeypatch) -> None:
     import torch
 
-    from fib_core.bench import evaluate
+    from fib_core.bench.evaluation import evaluator as evaluate
 
     source = [torch.arange(6.0), 3, torch.tensor([7, 8], dtype=torch.int32)]
     working = [torch.zeros(6), 1, torch.zeros(2, dtype=torch.int32)]
@@ -83,7 +83,7 @@ def test_staging_copies_a_large_tensor_on_its_own(monkeypatch) -> None:
     (whose kernel is slow on large tensors: 3.7x a plain copy on a 940 MB fp8 MoE weight)."""
     import torch
 
-    from fib_core.bench import evaluate
+    from fib_core.bench.evaluation import evaluator as evaluate
 
     batched = []
 
@@ -105,7 +105,7 @@ def test_staging_copies_a_large_tensor_on_its_own(monkeypatch) -> None:
 def test_staging_fills_outputs_over_the_template_budget(monkeypatch) -> None:
     import torch
 
-    from fib_core.bench import evaluate
+    from fib_core.bench.evaluation import evaluator as evaluate
 
     monkeypatch.setattr(evaluate, "POISON_TEMPLATE_BYTES", 8)
     out = torch.zeros(4)  # 16 bytes: no template, filled in place
@@ -118,7 +118,7 @@ def test_staging_fills_outputs_over_the_template_budget(monkeypatch) -> None:
 def test_copy_all_without_a_batched_copy_copies_one_by_one(monkeypatch) -> None:
     import torch
 
-    from fib_core.bench import evaluate
+    from fib_core.bench.evaluation import evaluator as evaluate
 
     monkeypatch.delattr(torch, "_foreach_copy_")
     targets = [torch.zeros(2), torch.zeros(3)]
@@ -148,10 +148,10 @@ def test_rechecked_timed_calls_are_checked_from_device_or_host_copies(
 ) -> None:
     """Kept outputs of re-checked timed calls stay on the device within the budget and go to
     the host past it; either way an honest kernel passes and one that stops computing fails."""
-    from fib_core.bench import evaluate
-    from fib_core.bench.check import resolve_tolerance
     from fib_core.bench.config import BenchmarkConfig
-    from fib_core.bench.environment import EnvironmentInfo
+    from fib_core.bench.evaluation import evaluator as evaluate
+    from fib_core.bench.evaluation.check import resolve_tolerance
+    from fib_core.bench.evaluation.environment import EnvironmentInfo
 
     monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(evaluate, "KEPT_ON_DEVICE_BYTES", budget)
@@ -179,7 +179,7 @@ def test_a_dtype_the_batched_copy_refuses_is_copied_one_by_one(monkeypatch) -> N
     """The refusal is asked once per dtype group: later calls copy one by one at once."""
     import torch
 
-    from fib_core.bench import evaluate
+    from fib_core.bench.evaluation import evaluator as evaluate
 
     asked = []
 
@@ -206,7 +206,7 @@ def test_a_dtype_the_batched_copy_refuses_is_copied_one_by_one(monkeypatch) -> N
 def test_without_memory_for_templates_the_outputs_are_filled_in_place(monkeypatch) -> None:
     import torch
 
-    from fib_core.bench import evaluate
+    from fib_core.bench.evaluation import evaluator as evaluate
 
     def no_memory(value):
         raise torch.OutOfMemoryError("CUDA out of memory")

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fib_core.bench.check import check_outputs, resolve_tolerance
-from fib_core.bench.inputs import generate_inputs
-from fib_core.bench.reference import fast_reference_for, reference_run
+from fib_core.bench.evaluation.check import check_outputs, resolve_tolerance
+from fib_core.bench.evaluation.inputs import generate_inputs
+from fib_core.bench.evaluation.reference import fast_reference_for, reference_run
 from fib_core.data.traceset import TraceSet
 from fib_core.dataset import embedded_dataset_path, registry
 

@@ -126,7 +126,7 @@ def test_generators_are_seeded_and_return_definition_shapes():
 
 
 def test_the_engine_finds_every_definition_folder_generator():
-    inputs_mod = pytest.importorskip("fib_core.bench.inputs")
+    inputs_mod = pytest.importorskip("fib_core.bench.evaluation.inputs")
     from fib_core.dataset import registry
 
     assert len(G.GENERATORS) == 5

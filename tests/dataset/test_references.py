@@ -160,7 +160,7 @@ def _indexer_agree(ours: torch.Tensor, theirs: torch.Tensor, inputs: list) -> No
     ],
 )
 def test_reference_matches_official_on_every_workload_gpu(official, dataset_root, name):
-    from fib_core.bench.inputs import generate_inputs
+    from fib_core.bench.evaluation.inputs import generate_inputs
     from fib_core.data.traceset import TraceSet
 
     ts = TraceSet.from_path(dataset_root)

@@ -11,9 +11,9 @@ import time
 import pytest
 import torch
 
-from fib_core.bench.judge import TaskLedger, final_result, validate_result
-from fib_core.bench.logs import clip_text, read_bounded
-from fib_core.bench.wire import (
+from fib_core.bench.evaluation.judge import TaskLedger, final_result, validate_result
+from fib_core.bench.evaluation.logs import clip_text, read_bounded
+from fib_core.bench.evaluation.wire import (
     WireError,
     decode_values,
     encode_values,
@@ -49,7 +49,7 @@ def test_a_frame_round_trips_with_its_tensors(pair):
 def test_a_parent_message_carries_its_blob_outside_the_pickle(pair):
     """The parent relays a worker's outputs to the judge as raw bytes after the pickled
     request: the child gets (object, blob), and a message without one an empty blob."""
-    from fib_core.bench.wire import recv_message, send_object
+    from fib_core.bench.evaluation.wire import recv_message, send_object
 
     a, b = pair
     payload = [memoryview(b"abc"), memoryview(bytearray(b"defg"))]
@@ -113,7 +113,8 @@ def test_signed_cache_loads_verified_views_and_prefetches_side_by_side(tmp_path)
     prefetch is used once."""
     from types import SimpleNamespace
 
-    from fib_core.bench.integrity import SignedReferenceCache, ensure_key
+    from fib_core.bench.evaluation.signed_cache import SignedReferenceCache
+    from fib_core.bench.integrity import ensure_key
 
     cache = SignedReferenceCache(ensure_key(tmp_path), tmp_path)
     definition = SimpleNamespace(name="d", output_names=["a", "b", "c", "s"])
@@ -140,7 +141,8 @@ def test_a_judge_on_a_gpu_reads_outputs_into_page_locked_buffers(tmp_path, monke
 
     import numpy as np
 
-    from fib_core.bench import integrity
+    from fib_core.bench.evaluation import signed_cache
+    from fib_core.bench.integrity import ensure_key
 
     asked = []
 
@@ -148,8 +150,8 @@ def test_a_judge_on_a_gpu_reads_outputs_into_page_locked_buffers(tmp_path, monke
         asked.append(pool is not None)
         return np.zeros(size, dtype=np.uint8) if pool is not None else bytearray(size)
 
-    monkeypatch.setattr(integrity, "host_buffer", fake_pinned)
-    cache = integrity.SignedReferenceCache(integrity.ensure_key(tmp_path), tmp_path,
+    monkeypatch.setattr(signed_cache, "host_buffer", fake_pinned)
+    cache = signed_cache.SignedReferenceCache(ensure_key(tmp_path), tmp_path,
                                            pin_device="cuda:0")
     definition = SimpleNamespace(name="d", output_names=["a", "s"])
     outs = [torch.randn(4, 3), 1.5]
@@ -167,7 +169,7 @@ def test_a_judge_on_a_gpu_reads_outputs_into_page_locked_buffers(tmp_path, monke
 def test_the_pinned_pool_reuses_blocks_and_keeps_to_its_limit(monkeypatch):
     """Blocks are powers of two from 1 MiB, allocated once and handed out again when the
     last view of a buffer dies; past the limit a read gets a bytearray."""
-    from fib_core.bench.integrity import PinnedPool, host_buffer
+    from fib_core.bench.evaluation.signed_cache import PinnedPool, host_buffer
 
     allocated = []
 
@@ -192,7 +194,7 @@ def test_the_pinned_pool_reuses_blocks_and_keeps_to_its_limit(monkeypatch):
 
 
 def test_host_buffer_is_bytes_without_a_gpu_and_page_locked_with_one():
-    from fib_core.bench.integrity import PinnedPool, host_buffer
+    from fib_core.bench.evaluation.signed_cache import PinnedPool, host_buffer
 
     assert host_buffer(16) == bytearray(16)
     buf = host_buffer(1 << 20, PinnedPool("cuda:0"))
@@ -204,7 +206,7 @@ def test_host_buffer_is_bytes_without_a_gpu_and_page_locked_with_one():
 
 
 def test_a_signed_file_whose_entries_leave_the_file_is_refused(tmp_path):
-    from fib_core.bench.integrity import _header, _view
+    from fib_core.bench.evaluation.signed_cache import _header, _view
 
     data = bytearray(b"\x00" * 8 + b'{"t":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}')
     data[:8] = (len(data) - 8).to_bytes(8, "little")
@@ -214,7 +216,8 @@ def test_a_signed_file_whose_entries_leave_the_file_is_refused(tmp_path):
 
 
 def test_signed_cache_rejects_a_rewritten_latency(tmp_path, toy_definition):
-    from fib_core.bench.integrity import SignedReferenceCache, ensure_key
+    from fib_core.bench.evaluation.signed_cache import SignedReferenceCache
+    from fib_core.bench.integrity import ensure_key
 
     key = ensure_key(tmp_path)
     cache = SignedReferenceCache(key, tmp_path)
@@ -246,7 +249,7 @@ def toy_definition():
 
 def test_the_audit_names_file_and_line():
     source = (
-        "import sys\nimport torch\nimport fib_core.bench.check as c\n\n"
+        "import sys\nimport torch\nimport fib_core.bench.evaluation.check as c\n\n"
         "def run(x, y):\n    f = sys._getframe(1).f_back\n    torch.cuda.synchronize = None\n"
         "    open('/data/traces/t.jsonl', 'w')\n    return x\n"
     )
@@ -334,8 +337,9 @@ def test_a_background_prefetch_is_waited_for_and_a_later_store_wins(tmp_path, mo
     file stored after the prefetch began is read afresh (never stale)."""
     from types import SimpleNamespace
 
-    from fib_core.bench import integrity
-    from fib_core.bench.integrity import SignedReferenceCache, ensure_key
+    from fib_core.bench.evaluation import signed_cache
+    from fib_core.bench.evaluation.signed_cache import SignedReferenceCache
+    from fib_core.bench.integrity import ensure_key
 
     cache = SignedReferenceCache(ensure_key(tmp_path), tmp_path)
     definition = SimpleNamespace(name="d", output_names=["a"])
@@ -346,8 +350,8 @@ def test_a_background_prefetch_is_waited_for_and_a_later_store_wins(tmp_path, mo
     for future, _ in cache._current.values():
         future.result()  # the read ahead is done before reads are counted
     reads: list[str] = []
-    real_read = integrity._read
-    monkeypatch.setattr(integrity, "_read",
+    real_read = signed_cache._read
+    monkeypatch.setattr(signed_cache, "_read",
                         lambda path, pool=None: reads.append(path.name) or real_read(path))
     assert torch.equal(cache.load_outputs(definition, "k0", "cpu")[0], torch.full((3,), 1.0))
     assert torch.equal(cache.load_outputs(definition, "k1", "cpu")[0], torch.full((3,), 2.0))
@@ -363,15 +367,16 @@ def test_a_load_waits_for_its_own_file_only(tmp_path, monkeypatch):
     import threading
     from types import SimpleNamespace
 
-    from fib_core.bench import integrity
-    from fib_core.bench.integrity import SignedReferenceCache, ensure_key
+    from fib_core.bench.evaluation import signed_cache
+    from fib_core.bench.evaluation.signed_cache import SignedReferenceCache
+    from fib_core.bench.integrity import ensure_key
 
     cache = SignedReferenceCache(ensure_key(tmp_path), tmp_path)
     definition = SimpleNamespace(name="d", output_names=["a"])
     for key in ("k0", "k1"):
         cache.store_outputs(definition, key, [torch.full((3,), 1.0)])
     gate, slow_started = threading.Event(), threading.Event()
-    real_read = integrity._read
+    real_read = signed_cache._read
 
     def read(path, pool=None):
         if path.stem == "k1":
@@ -379,7 +384,7 @@ def test_a_load_waits_for_its_own_file_only(tmp_path, monkeypatch):
             assert gate.wait(30)
         return real_read(path)
 
-    monkeypatch.setattr(integrity, "_read", read)
+    monkeypatch.setattr(signed_cache, "_read", read)
     cache.prefetch_in_background(definition, ["k1", "k0"])  # k1 first, and it hangs
     assert slow_started.wait(30)
     assert torch.equal(cache.load_outputs(definition, "k0", "cpu")[0], torch.full((3,), 1.0))
@@ -395,21 +400,22 @@ def test_a_store_waits_for_a_read_dropped_while_it_ran(tmp_path, monkeypatch):
     import threading
     from types import SimpleNamespace
 
-    from fib_core.bench import integrity
-    from fib_core.bench.integrity import SignedReferenceCache, ensure_key
+    from fib_core.bench.evaluation import signed_cache
+    from fib_core.bench.evaluation.signed_cache import SignedReferenceCache
+    from fib_core.bench.integrity import ensure_key
 
     cache = SignedReferenceCache(ensure_key(tmp_path), tmp_path)
     definition = SimpleNamespace(name="d", output_names=["a"])
     cache.store_outputs(definition, "k0", [torch.full((3,), 1.0)])
     gate, started = threading.Event(), threading.Event()
-    real_read = integrity._read
+    real_read = signed_cache._read
 
     def read(path, pool=None):
         started.set()
         assert gate.wait(30)
         return real_read(path)
 
-    monkeypatch.setattr(integrity, "_read", read)
+    monkeypatch.setattr(signed_cache, "_read", read)
     cache.prefetch_in_background(definition, ["k0"])
     assert started.wait(30)
     cache.forget_prefetched()  # the workload ended while k0 was being read
@@ -426,7 +432,7 @@ def test_a_store_waits_for_a_read_dropped_while_it_ran(tmp_path, monkeypatch):
     gate.set()
     writer.join(30)
     assert stored.is_set() and cache._running == {}
-    monkeypatch.setattr(integrity, "_read", real_read)
+    monkeypatch.setattr(signed_cache, "_read", real_read)
     assert torch.equal(cache.load_outputs(definition, "k0", "cpu")[0], torch.full((3,), 2.0))
 
 
@@ -437,15 +443,16 @@ def test_files_read_ahead_for_another_workload_do_not_use_up_the_budget(tmp_path
     budget is the starting workload's; close() stops the pool and loads still work."""
     from types import SimpleNamespace
 
-    from fib_core.bench import integrity
-    from fib_core.bench.integrity import SignedReferenceCache, ensure_key
+    from fib_core.bench.evaluation import signed_cache
+    from fib_core.bench.evaluation.signed_cache import SignedReferenceCache
+    from fib_core.bench.integrity import ensure_key
 
     cache = SignedReferenceCache(ensure_key(tmp_path), tmp_path)
     definition = SimpleNamespace(name="d", output_names=["a"])
     for key in ("b0", "b1", "c0", "c1"):
         cache.store_outputs(definition, key, [torch.zeros(1000)])
     size = cache._path(definition, "c0", ".safetensors").stat().st_size
-    monkeypatch.setattr(integrity, "PREFETCH_BYTES", 2 * size)
+    monkeypatch.setattr(signed_cache, "PREFETCH_BYTES", 2 * size)
     cache.prefetch_upcoming(definition, ["b0", "b1"])  # b announced, fills the budget
     cache.prefetch_in_background(definition, ["c0", "c1"])  # c starts instead
     assert sorted(p.stem for p in cache._current) == ["c0", "c1"] and cache._upcoming == {}
@@ -461,16 +468,17 @@ def test_the_next_workloads_files_are_read_ahead_and_only_served_to_it(tmp_path,
     workload (forget) keeps the next one's files."""
     from types import SimpleNamespace
 
-    from fib_core.bench import integrity
-    from fib_core.bench.integrity import SignedReferenceCache, ensure_key
+    from fib_core.bench.evaluation import signed_cache
+    from fib_core.bench.evaluation.signed_cache import SignedReferenceCache
+    from fib_core.bench.integrity import ensure_key
 
     cache = SignedReferenceCache(ensure_key(tmp_path), tmp_path)
     definition = SimpleNamespace(name="d", output_names=["a"])
     for key in ("a0", "b0", "b1", "c0"):
         cache.store_outputs(definition, key, [torch.full((3,), float(len(key)))])
     reads: list[str] = []
-    real_read = integrity._read
-    monkeypatch.setattr(integrity, "_read",
+    real_read = signed_cache._read
+    monkeypatch.setattr(signed_cache, "_read",
                         lambda path, pool=None: reads.append(path.stem) or real_read(path))
     cache.prefetch_in_background(definition, ["a0"])  # workload a starts
     cache.prefetch_upcoming(definition, ["b0", "b1", "missing"])  # b comes next
@@ -501,7 +509,7 @@ def test_pipelined_checks_keep_few_in_flight_and_match_verdicts_in_order():
     verdict however the waits interleave; drain reads what nobody waited for."""
     from types import SimpleNamespace
 
-    from fib_core.bench.judge import RemoteChecker
+    from fib_core.bench.evaluation.judge import RemoteChecker
 
     sent: list[int] = []
     replies: list[dict] = []
@@ -532,7 +540,7 @@ def test_pipelined_checks_keep_few_in_flight_and_match_verdicts_in_order():
 
 
 def test_the_parent_refuses_more_checks_than_a_run_makes():
-    from fib_core.bench.wire import WireError
+    from fib_core.bench.evaluation.wire import WireError
 
     ledger = TaskLedger(num_input_sets=4, num_trials=3)
     for _ in range(4 + 2 * 3):
@@ -554,9 +562,9 @@ def test_a_tensor_subclass_output_is_refused_not_read():
     assert specs[0]["shape"] == [3]
 
 
-# --- the shared output buffer (fib_core.bench.exchange) ---------------------------------------
+# --- the shared output buffer (fib_core.bench.evaluation.exchange) ---------------------------------------
 
-exchange = pytest.importorskip("fib_core.bench.exchange")
+exchange = pytest.importorskip("fib_core.bench.evaluation.exchange")
 needs_memfd = pytest.mark.skipif(not exchange.supported(), reason="sealed memfds are Linux-only")
 
 
@@ -567,7 +575,7 @@ def test_the_shared_output_buffer_cannot_change_size(pair):
     import fcntl
     import os
 
-    from fib_core.bench.wire import recv_message_fds, send_object
+    from fib_core.bench.evaluation.wire import recv_message_fds, send_object
 
     handle = exchange.ArenaHandle.create(3 << 20, slots=2)
     try:
@@ -607,7 +615,7 @@ def test_outputs_written_into_a_slot_are_read_back_by_the_judge_as_its_own_copy(
         slot = worker.take()
         specs, parts = encode_values(outs, into=worker.region(slot, worker.slot_bytes))
         assert parts == [] and worker.take() == 1 and worker.take() == 0  # slots in turn
-        from fib_core.bench.wire import payload_bytes
+        from fib_core.bench.evaluation.wire import payload_bytes
 
         n = payload_bytes(validate_values(specs, None, 3, capacity=handle.slot_bytes))
         got = decode_values(specs, judge.region(slot, n), "cpu")
@@ -684,7 +692,7 @@ def test_a_check_naming_a_slot_is_held_to_the_buffer_the_parent_gave():
     exists, outputs no larger than a slot, no bytes besides; otherwise it is malformed."""
     from types import SimpleNamespace
 
-    from fib_core.bench.judge import validate_check
+    from fib_core.bench.evaluation.judge import validate_check
 
     arena = SimpleNamespace(arena_id=5, slots=8, slot_bytes=64)
     spec = [{"kind": "tensor", "dtype": "float32", "shape": [16], "nbytes": 64}]
@@ -708,8 +716,8 @@ def test_a_patched_harness_function_or_module_is_noticed_after_the_task(monkeypa
     import sys
     import types
 
-    import fib_core.bench.check as check
-    from fib_core.bench import worker
+    import fib_core.bench.evaluation.check as check
+    from fib_core.bench.evaluation import worker
 
     baseline = worker._fingerprint()
     assert worker._tampered(baseline) == []
@@ -718,16 +726,16 @@ def test_a_patched_harness_function_or_module_is_noticed_after_the_task(monkeypa
     monkeypatch.setattr(torch, "allclose", lambda *a, **k: True)
     monkeypatch.setattr(check, "brand_new_helper", lambda: None, raising=False)
     assert worker._tampered(baseline) == [
-        "fib_core.bench.check.Tolerance.to_dict", "fib_core.bench.check.check_outputs",
+        "fib_core.bench.evaluation.check.Tolerance.to_dict", "fib_core.bench.evaluation.check.check_outputs",
         "torch.allclose",
     ]
     monkeypatch.undo()
-    monkeypatch.setitem(sys.modules, "fib_core.bench.check", types.ModuleType("fake"))
-    assert worker._tampered(baseline) == ["sys.modules['fib_core.bench.check']"]
+    monkeypatch.setitem(sys.modules, "fib_core.bench.evaluation.check", types.ModuleType("fake"))
+    assert worker._tampered(baseline) == ["sys.modules['fib_core.bench.evaluation.check']"]
     monkeypatch.undo()
     monkeypatch.setattr(check.check_outputs, "__code__", (lambda *a, **k: None).__code__)
     named = worker._tampered(baseline)  # every module that imported it names it too
-    assert "fib_core.bench.check.check_outputs.__code__" in named
+    assert "fib_core.bench.evaluation.check.check_outputs.__code__" in named
     assert all(name.endswith("check_outputs.__code__") for name in named)
     monkeypatch.undo()
     assert worker._tampered(baseline) == []
@@ -735,8 +743,8 @@ def test_a_patched_harness_function_or_module_is_noticed_after_the_task(monkeypa
 
 _DYNAMO_SCRIPT = """
 import functools, sys, torch
-import fib_core.bench.check
-from fib_core.bench import worker
+import fib_core.bench.evaluation.check
+from fib_core.bench.evaluation import worker
 
 def other(seed):
     return None
@@ -803,7 +811,7 @@ def test_outputs_larger_than_a_slot_are_sent_as_bytes_not_failed():
     import os
     from types import SimpleNamespace
 
-    from fib_core.bench.judge import RemoteChecker
+    from fib_core.bench.evaluation.judge import RemoteChecker
 
     handle = exchange.ArenaHandle.create(1, slots=2)  # 1 MiB slots
     sent: list[tuple[dict, object]] = []

@@ -195,11 +195,11 @@ def test_run_local_watch_runs_again_after_an_edit_and_stops_on_ctrl_c(
             proc.wait()
     assert proc.returncode == 130, rest
     time.sleep(0.5)
-    left = subprocess.run(["pgrep", "-f", f"fib_core.bench.worker.*--parent {proc.pid}"],
+    left = subprocess.run(["pgrep", "-f", f"fib_core.bench.evaluation.worker.*--parent {proc.pid}"],
                           capture_output=True, text=True).stdout.split()
     assert left == [], "processes of the watch outlived it"
     # The second run's worker was started before the edit: it waited, ready, for it.
-    from fib_core.bench.timeline import read
+    from fib_core.bench.evaluation.timeline import read
 
     marks = read(timeline, 0.0)
     starts = {pid: at for at, pid, role, what in marks if role == "worker" and what == "start"}

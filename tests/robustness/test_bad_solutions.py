@@ -89,7 +89,7 @@ def test_solution_returning_a_meta_device_tensor(engine_run):
 
 def test_memory_budget_counts_every_tensor(tmp_path: Path):
     """The estimate behind the allocation check: the shapes' elements times their dtype size."""
-    from fib_core.bench.memory_budget import human_bytes, tensor_bytes
+    from fib_core.bench.evaluation.memory_budget import human_bytes, tensor_bytes
     from fib_core.data import Definition
 
     definition = Definition.from_dict(TOY_DEFINITION)

@@ -101,7 +101,7 @@ def test_records_axes_scalars_and_dedups_by_axes(tmp_path):
 
 
 def test_prefill_rule_dumps_cu_seqlens_as_a_blob_that_loads_back(tmp_path):
-    from fib_core.bench.inputs import generate_inputs
+    from fib_core.bench.evaluation.inputs import generate_inputs
 
     root = dataset(tmp_path)
     tracer = Tracer(dataset_root=root)  # out_dir and blob_dir default inside the root

@@ -5,7 +5,7 @@ Three roles, one module, so the rules of who may decide what live in one place:
 * :class:`RemoteChecker` (worker side, untrusted process): instead of comparing against
   reference outputs it does not have, the worker checks the structure of the outputs against
   the definition (shapes, dtypes: a failure there only hurts the solution itself), hands the
-  outputs over as bytes (in a slot of the shared output buffer, :mod:`fib_core.bench.exchange`,
+  outputs over as bytes (in a slot of the shared output buffer, :mod:`fib_core.bench.evaluation.exchange`,
   or after the request) and later reads the verdict (checks are pipelined, verdicts read in
   order).
 * :class:`JudgeServer` (judge process: kit code only, never a solution): generates the same
@@ -30,9 +30,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fib_core.bench.logs import clip_text
-from fib_core.bench.traces import json_safe
-from fib_core.bench.wire import WireError, decode_values, encode_values, validate_values
+from fib_core.bench.evaluation.logs import clip_text
+from fib_core.bench.evaluation.wire import WireError, decode_values, encode_values, validate_values
+from fib_core.data.json_io import json_safe
 from fib_core.data.trace import EvaluationStatus
 
 STATUSES = tuple(status.value for status in EvaluationStatus)
@@ -59,14 +59,14 @@ class RemoteChecker:
         self.send = send  # send(header, blob): one check request to the parent
         self.receive = receive  # receive() -> the next verdict dict
         self._waiting: deque[dict] = deque()  # sent, verdict not received yet
-        # The shared output buffer the parent gave this worker (fib_core.bench.exchange);
+        # The shared output buffer the parent gave this worker (fib_core.bench.evaluation.exchange);
         # None: outputs travel as bytes in the request.
         self.arena: Any = None
 
     def submit(
         self, definition: Any, outputs: Sequence, set_index: int, prep: Any, label: str
     ) -> Callable[[], Any]:
-        from fib_core.bench.check import CheckResult, check_structure
+        from fib_core.bench.evaluation.check import CheckResult, check_structure
 
         device = next((t.device.type for t in prep.sets[0] if hasattr(t, "device")), None)
         failed = check_structure(
@@ -138,7 +138,7 @@ def expected_like(definition: Any, axes: dict) -> list:
 def expected_output_bytes(definition: Any, axes: dict) -> int | None:
     """Bytes of one set of output tensors as declared (scalar outputs travel in the request's
     header); the parent caps what a worker may send by it and sizes the shared buffer."""
-    from fib_core.bench.wire import ITEMSIZE
+    from fib_core.bench.evaluation.wire import ITEMSIZE
     from fib_core.data.dtypes import torch_dtype
 
     total = 0
@@ -212,7 +212,8 @@ class JudgeServer:
     """
 
     def __init__(self, evaluator: Any) -> None:
-        from fib_core.bench.integrity import SignedReferenceCache, ensure_key
+        from fib_core.bench.evaluation.signed_cache import SignedReferenceCache
+        from fib_core.bench.integrity import ensure_key
 
         self.evaluator = evaluator
         # On a GPU, references are read into page-locked memory: each is copied to the device.
@@ -248,8 +249,8 @@ class JudgeServer:
     def _checked_keys(self, definition: Any, workload: Any, cfg: Any) -> list[str]:
         """Cache keys of every set a run of ``workload`` may check (the checked sets and the
         re-check pool)."""
-        from fib_core.bench.reference import reference_keys
-        from fib_core.bench.reference_sets import checked_indices
+        from fib_core.bench.evaluation.reference import reference_keys
+        from fib_core.bench.evaluation.reference_sets import checked_indices
 
         return reference_keys(
             definition, workload, seed=cfg.seed, device_kind=self.evaluator.kind,
@@ -259,7 +260,7 @@ class JudgeServer:
     def announce_next(self, workload: dict) -> None:
         """The workload that follows the announced task (same definition and settings): read
         its cached reference files once the current task's are in (see
-        :meth:`fib_core.bench.integrity.SignedReferenceCache.prefetch_upcoming`)."""
+        :meth:`fib_core.bench.evaluation.signed_cache.SignedReferenceCache.prefetch_upcoming`)."""
         from fib_core.data.workload import Workload
 
         if self._announced is None:
@@ -271,7 +272,7 @@ class JudgeServer:
     def _task(self, task: Any, n_sets: int) -> _TaskState:
         if self.state is not None and self.state.task_id == task.task_id:
             return self.state
-        from fib_core.bench.inputs import generate_inputs
+        from fib_core.bench.evaluation.inputs import generate_inputs
         from fib_core.data.definition import Definition
         from fib_core.data.workload import Workload
 
@@ -313,7 +314,7 @@ class JudgeServer:
         return st.refs
 
     def _reference(self, st: _TaskState, k: int) -> list:
-        from fib_core.bench.reference import reference_outputs
+        from fib_core.bench.evaluation.reference import reference_outputs
 
         refs = self._references(st)
         if k not in refs:
@@ -331,7 +332,7 @@ class JudgeServer:
 
     def check(self, task: Any, set_index: int, n_sets: int, specs: list, blob: bytes) -> dict:
         """The verdict on one set of outputs (already validated by the parent)."""
-        from fib_core.bench.check import check_outputs, checker_for, resolve_tolerance
+        from fib_core.bench.evaluation.check import check_outputs, checker_for, resolve_tolerance
 
         st = self._task(task, n_sets)
         if set_index >= len(st.sets):
@@ -425,7 +426,7 @@ class TaskLedger:
 def validate_check(header: dict, blob: bytes, n_outputs: int, arena: Any = None) -> dict:
     """A worker's check request, or WireError. Outputs come in ``blob`` or, when the header
     names a slot, in that slot of the shared output buffer ``arena`` (the parent's
-    :class:`fib_core.bench.exchange.ArenaHandle`: id, slots, slot_bytes)."""
+    :class:`fib_core.bench.evaluation.exchange.ArenaHandle`: id, slots, slot_bytes)."""
     k, label = header.get("set"), header.get("label")
     if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < MAX_SETS:
         raise WireError("malformed check request (bad input set index)")
@@ -484,7 +485,7 @@ def validate_result(header: dict) -> dict:
 
 def final_result(task_id: int, report: dict, ledger: TaskLedger, latency: dict | None) -> Any:
     """The EvalResult the parent records for a worker's validated report."""
-    from fib_core.bench.protocol import EvalResult
+    from fib_core.bench.evaluation.protocol import EvalResult
 
     extra = report["extra"]
     status = report["status"]

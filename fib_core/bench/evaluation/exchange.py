@@ -46,7 +46,7 @@ def cuda_driver() -> Any:
     """The CUDA driver library (ctypes), or None where there is none (a machine without a GPU).
 
     The driver API is used where the runtime would leave a sticky error behind or where the
-    call must not import anything (see ``fib_core.bench.worker``'s early context).
+    call must not import anything (see ``fib_core.bench.evaluation.worker``'s early context).
 
     Example: ``cuda_driver() is None`` on a machine without a GPU."""
     try:

@@ -237,7 +237,7 @@ def generate_inputs(
     ``input_set`` selects another independent draw of the random inputs (blobs and scalars are
     the same in every set); ``blob_cache`` lets several sets share one loaded blob tensor.
     """
-    from fib_core.bench.memory_budget import check_fits
+    from fib_core.bench.evaluation.memory_budget import check_fits
 
     if input_set == 0:
         check_fits(definition, workload, device)
@@ -284,7 +284,7 @@ def generate_timing_sets(
                             dataset_root=dataset_root, input_set=first + j, blob_cache=cache)
             for j in range(count)
         ]
-    from fib_core.bench.memory_budget import tensor_bytes
+    from fib_core.bench.evaluation.memory_budget import tensor_bytes
 
     shapes = definition.input_shapes(workload.axes)
     _, sizes = tensor_bytes(definition, dict(workload.axes))

@@ -120,7 +120,7 @@ def register_fast_reference(definition_name: str) -> Callable[[Callable], Callab
     """Decorator: a faster ``run`` with the same arithmetic as ``definition_name``'s reference.
 
     It computes the outputs of the input sets the reference is not timed on (see
-    :mod:`fib_core.bench.reference_sets`); the definition's own reference still gives the
+    :mod:`fib_core.bench.evaluation.reference_sets`); the definition's own reference still gives the
     latency and the first sets. It must agree with the reference on every shape (a test
     compares them)."""
 
@@ -161,7 +161,7 @@ def reference_keys(
     """Cache keys of several input sets of one workload, as :func:`reference_key` gives them
     one by one; the definition's content hash (its canonical JSON, hashed) is computed once,
     not once per set (the judge asks for 16 sets per workload)."""
-    from fib_core.bench.inputs import generator_fingerprint
+    from fib_core.bench.evaluation.inputs import generator_fingerprint
 
     parts = {
         "definition": definition.content_hash(),

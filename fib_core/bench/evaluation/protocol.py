@@ -7,15 +7,15 @@ enum: a plain string given by older code is converted) and the metrics as dicts.
 
 Worker -> parent: ``ready``, ``phase``, ``check`` (outputs to judge, several may be in flight,
 answered in order; the outputs themselves in a slot of the shared output buffer, or as bytes
-after the header) and ``result`` frames (:mod:`fib_core.bench.wire`; validated field by field).
+after the header) and ``result`` frames (:mod:`fib_core.bench.evaluation.wire`; validated field by field).
 Parent -> worker: ``("arena", id, slots, slot_bytes)`` with the shared output buffer's
-descriptor (:mod:`fib_core.bench.exchange`; before a task that needs a larger one),
+descriptor (:mod:`fib_core.bench.evaluation.exchange`; before a task that needs a larger one),
 ``("eval", EvalTask)``, ``("verdict", dict)``, ``("close",)``.
 Parent -> judge: the same ``("arena", ...)`` message once per buffer, ``("task", EvalTask)``
 when a task starts (no reply: the judge prefetches), ``("next", workload dict)`` naming the
 workload after it (no reply: the judge reads its files ahead), ``("check", ...)`` (naming the slot, or
 followed by the bytes), ``("latency", ...)``, ``("forget",)``, ``("close",)``
-(:mod:`fib_core.bench.judge`).
+(:mod:`fib_core.bench.evaluation.judge`).
 """
 
 from __future__ import annotations

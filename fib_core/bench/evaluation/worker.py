@@ -1,11 +1,11 @@
-"""Worker process entry point: ``python -m fib_core.bench.worker --fd N --device D``.
+"""Worker process entry point: ``python -m fib_core.bench.evaluation.worker --fd N --device D``.
 
 Started by :mod:`fib_core.bench.pool` as a fresh interpreter (spawn semantics: no state is
 inherited from the parent), with stdout/stderr going to a log file so that even a native crash
 leaves its last words for the trace. It talks to the parent over the socket on fd ``N`` in the framing of
-:mod:`fib_core.bench.wire` (JSON and raw bytes towards the parent, never pickle).
+:mod:`fib_core.bench.evaluation.wire` (JSON and raw bytes towards the parent, never pickle).
 
-``--role judge`` runs the judge instead (:mod:`fib_core.bench.judge`): kit code only, it holds
+``--role judge`` runs the judge instead (:mod:`fib_core.bench.evaluation.judge`): kit code only, it holds
 the reference outputs and decides verdicts; a worker (``--role worker``, the default) runs the
 solution inside :func:`fib_core.bench.containment.sandbox.contain`.
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fib_core.bench.timeline import mark, memory_milestone
+from fib_core.bench.evaluation.timeline import mark, memory_milestone
 from fib_core.data.trace import EvaluationStatus
 
 
@@ -235,7 +235,7 @@ def _open_context_early(requested: str) -> threading.Thread | None:
     index = _device_index(requested)
     if index is None:
         return None
-    from fib_core.bench.exchange import cuda_driver
+    from fib_core.bench.evaluation.exchange import cuda_driver
 
     driver = cuda_driver()
     if driver is None:
@@ -358,9 +358,9 @@ class _ProcessState:
 
 
 def _send_result(sock: Any, result: Any, tainted: list[str]) -> None:
-    from fib_core.bench.logs import clip_text
-    from fib_core.bench.traces import json_safe
-    from fib_core.bench.wire import send_frame
+    from fib_core.bench.evaluation.logs import clip_text
+    from fib_core.bench.evaluation.wire import send_frame
+    from fib_core.data.json_io import json_safe
 
     send_frame(sock, {
         "type": "result", "task": result.task_id, "status": result.status,
@@ -374,7 +374,7 @@ def _send_result(sock: Any, result: Any, tainted: list[str]) -> None:
 class HeadStart:
     """What a worker or judge starts before importing torch, so that it runs during the
     import (about 1.5 s) instead of after it: the CUDA context (:func:`_open_context_early`)
-    and ``nvidia-smi`` (:func:`fib_core.bench.environment.start_smi`)."""
+    and ``nvidia-smi`` (:func:`fib_core.bench.evaluation.environment.start_smi`)."""
 
     context: threading.Thread | None = None
     smi: Any = None
@@ -382,7 +382,7 @@ class HeadStart:
     @classmethod
     def begin(cls, requested_device: str, context: bool) -> HeadStart:
         """Settle the environment, then start both (the context only when ``context``)."""
-        from fib_core.bench.environment import start_smi
+        from fib_core.bench.evaluation.environment import start_smi
 
         _settle_environment()  # before the context thread: the driver reads the environment
         index = _device_index(requested_device)
@@ -395,17 +395,17 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
     """Answer tasks until told to close (0) or the GPU context is lost (3). ``ahead``: what
     :meth:`HeadStart.begin` started; without a context thread there the CUDA context is made
     when the first task arrives."""
-    from fib_core.bench.exchange import receive_arena
-    from fib_core.bench.wire import ChildGone, recv_message_fds, recv_object, send_frame
+    from fib_core.bench.evaluation.exchange import receive_arena
+    from fib_core.bench.evaluation.wire import ChildGone, recv_message_fds, recv_object, send_frame
 
     device = resolve_device(requested_device)
     mark("worker", "torch")
     if not device.startswith("cuda"):
         os.environ["TRITON_INTERPRET"] = "1"
-    from fib_core.bench.environment import collect_environment
-    from fib_core.bench.evaluate import Evaluator
-    from fib_core.bench.judge import RemoteChecker
-    from fib_core.bench.protocol import EvalResult
+    from fib_core.bench.evaluation.environment import collect_environment
+    from fib_core.bench.evaluation.evaluator import Evaluator
+    from fib_core.bench.evaluation.judge import RemoteChecker
+    from fib_core.bench.evaluation.protocol import EvalResult
 
     ahead = ahead or HeadStart.begin(requested_device, context=False)
     env = collect_environment(device, ahead.smi)
@@ -495,16 +495,21 @@ def serve_judge(sock: Any, requested_device: str, ahead: HeadStart | None = None
     ``ahead``: what :meth:`HeadStart.begin` started (its context thread included)."""
     from dataclasses import asdict
 
-    from fib_core.bench.exchange import receive_arena
-    from fib_core.bench.wire import ChildGone, payload_bytes, recv_message_fds, send_frame
+    from fib_core.bench.evaluation.exchange import receive_arena
+    from fib_core.bench.evaluation.wire import (
+        ChildGone,
+        payload_bytes,
+        recv_message_fds,
+        send_frame,
+    )
 
     device = resolve_device(requested_device)
     mark("judge", "torch")
     if not device.startswith("cuda"):
         os.environ["TRITON_INTERPRET"] = "1"
-    from fib_core.bench.environment import collect_environment
-    from fib_core.bench.evaluate import Evaluator
-    from fib_core.bench.judge import JudgeServer
+    from fib_core.bench.evaluation.environment import collect_environment
+    from fib_core.bench.evaluation.evaluator import Evaluator
+    from fib_core.bench.evaluation.judge import JudgeServer
 
     ahead = ahead or HeadStart.begin(requested_device, context=True)
     env = collect_environment(device, ahead.smi)
@@ -517,7 +522,7 @@ def serve_judge(sock: Any, requested_device: str, ahead: HeadStart | None = None
     judge = JudgeServer(Evaluator(device, env))
     plugins: set[str] = set()
     task = None  # sent once per task; later messages carry None
-    arena = None  # the current worker's shared output buffer (fib_core.bench.exchange)
+    arena = None  # the current worker's shared output buffer (fib_core.bench.evaluation.exchange)
     while True:
         try:
             message, blob, fds = recv_message_fds(sock)
@@ -631,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
         sandbox.forbid_tracing()
     else:
         warnings = sandbox.contain([*args.mount, *_hidden_references(args.trusted)])
-    from fib_core.bench.wire import send_frame, socket_from_fd
+    from fib_core.bench.evaluation.wire import send_frame, socket_from_fd
 
     sock = socket_from_fd(args.fd)
     try:

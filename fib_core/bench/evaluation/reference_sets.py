@@ -9,14 +9,14 @@ reference.
 
 The reference's latency comes from the same calls that produce those outputs: the first
 ``timed_calls`` sets are computed by the definition's own reference, timed with the solution's
-method and the judge's per-call protocol (:func:`fib_core.bench.timing.reference_method`;
+method and the judge's per-call protocol (:func:`fib_core.bench.evaluation.timers.reference_method`;
 under ``--contest`` with the judge's counts, one set per trial); the latency is their median
 (the mean of the trial medians). The first call of each
 definition's reference in a process is made once more beforehand, untimed, so one-off costs
 (library handles, allocator growth) are not charged to it; later workloads' calls are timed
 as they come (a new shape's allocations are microseconds against a reference's
 milliseconds). The other sets may come from a faster
-reference of the same arithmetic (:func:`fib_core.bench.reference.fast_reference_for`). The latency is cached
+reference of the same arithmetic (:func:`fib_core.bench.evaluation.reference.fast_reference_for`). The latency is cached
 beside the outputs, per GPU; only when outputs are cached but the latency is not (another GPU)
 are the timed calls made again.
 """

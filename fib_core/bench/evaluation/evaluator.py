@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fib_core.bench.check import (
+from fib_core.bench.config import BenchmarkConfig
+from fib_core.bench.evaluation.check import (
     CheckResult,
     Tolerance,
     check_outputs,
@@ -30,12 +31,11 @@ from fib_core.bench.check import (
     poison_value,
     resolve_tolerance,
 )
-from fib_core.bench.config import BenchmarkConfig
-from fib_core.bench.environment import EnvironmentInfo
-from fib_core.bench.inputs import generate_inputs, generate_timing_sets
-from fib_core.bench.phases import PhaseClock
-from fib_core.bench.protocol import EvalResult, EvalTask
-from fib_core.bench.reference import (
+from fib_core.bench.evaluation.environment import EnvironmentInfo
+from fib_core.bench.evaluation.inputs import generate_inputs, generate_timing_sets
+from fib_core.bench.evaluation.phases import PhaseClock
+from fib_core.bench.evaluation.protocol import EvalResult, EvalTask
+from fib_core.bench.evaluation.reference import (
     ReferenceCache,
     clone_args,
     latency_key,
@@ -43,8 +43,8 @@ from fib_core.bench.reference import (
     reference_outputs,
     reference_run,
 )
-from fib_core.bench.reference_sets import checked_indices, timed_set_order
-from fib_core.bench.timing import (
+from fib_core.bench.evaluation.reference_sets import checked_indices, timed_set_order
+from fib_core.bench.evaluation.timers import (
     WALL_CLOCK_LABEL,
     L2Flusher,
     NoDeviceWork,
@@ -147,7 +147,7 @@ class Evaluator:
         self._flusher: L2Flusher | None = None
         self._warm_references: set[str] = set()  # definitions whose reference ran here
         # Set in a sandboxed worker: outputs go to the judge process, which alone holds the
-        # reference outputs (see fib_core.bench.judge); None = compare here (trusted use).
+        # reference outputs (see fib_core.bench.evaluation.judge); None = compare here (trusted use).
         self.remote_check: Callable[..., CheckResult] | None = None
 
     # --- entry point ---------------------------------------------------------------------
@@ -345,10 +345,10 @@ class Evaluator:
     def _references(self, definition, workload, sets: list, cfg: BenchmarkConfig):
         """Reference outputs of the checked sets and the re-check pool (disk-cached), and the
         reference latency from the calls that computed them, timed as the solution's quantity
-        (:func:`fib_core.bench.timing.reference_method`; cached per GPU and method)."""
+        (:func:`fib_core.bench.evaluation.timers.reference_method`; cached per GPU and method)."""
         from fib_core.bench.eval_settings import eval_settings
-        from fib_core.bench.reference import fast_reference_for, reference_result
-        from fib_core.bench.reference_sets import (
+        from fib_core.bench.evaluation.reference import fast_reference_for, reference_result
+        from fib_core.bench.evaluation.reference_sets import (
             REFERENCE_TIMING_VERSION,
             checked_indices,
             run_references,
@@ -739,7 +739,7 @@ class Evaluator:
 
     def _reference_latency(self, definition, workload, prep: _Prepared, cfg: BenchmarkConfig):
         """Reference latency: taken from the calls that produced the checked outputs (see
-        :mod:`fib_core.bench.reference_sets`), or cached from the run that made them."""
+        :mod:`fib_core.bench.evaluation.reference_sets`), or cached from the run that made them."""
         if not cfg.profile_baseline or prep.ref_latency is None:
             return 0.0, {"skipped": True}
         return prep.ref_latency

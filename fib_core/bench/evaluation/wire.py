@@ -17,7 +17,7 @@ parent, never the reverse.
 
 Output tensors are tens of megabytes (a GDN state at batch 64 is 33 MB). On Linux they do not
 cross the sockets at all: the worker writes them into a slot of a shared buffer and the check
-frame only names the slot (:mod:`fib_core.bench.exchange`). Where they do travel as bytes, no
+frame only names the slot (:mod:`fib_core.bench.evaluation.exchange`). Where they do travel as bytes, no
 side copies them more than it must: the worker sends each tensor's host copy as it is (no
 concatenation), readers receive into one preallocated buffer, and the judge builds its tensors
 as views of that buffer before moving them to its device.
@@ -89,7 +89,7 @@ def send_object(
     """Parent -> child only: a pickled object in a frame (the child trusts its parent), an
     optional raw blob after it (outputs relayed to the judge: not pickled, not copied), and
     optional file descriptors passed with the frame's first bytes (the shared output buffer,
-    :mod:`fib_core.bench.exchange`)."""
+    :mod:`fib_core.bench.evaluation.exchange`)."""
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     head = _PREFIX.pack(MAGIC, len(data), _size(blob)) + data
     if fds:
