@@ -200,13 +200,16 @@ class Page:
         return reply.get("result", {}).get("value")
 
     def screenshot(self, png_path: str | Path, *, height: int | None = None) -> Path:
-        """A PNG of the page at the page's width: all of it, or its top ``height`` pixels."""
+        """A PNG of the page at the page's width: all of it, or its top ``height`` pixels.
+
+        The page is laid out as in the window it was opened with (a box sized to 75 % of the
+        window's height keeps that size), and captured beyond the window's bottom: a window
+        as tall as the page would lay it out differently from what a reader sees."""
         full = self._call("Page.getLayoutMetrics")["cssContentSize"]["height"]
         tall = int(min(full, height) if height else full)
-        self._resize(max(tall, 1))
-        data = self._call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport":
-                                                      False})["data"]
-        self._resize(self.height)
+        clip = {"x": 0, "y": 0, "width": self.width, "height": max(tall, 1), "scale": 1}
+        data = self._call("Page.captureScreenshot", {"format": "png", "clip": clip,
+                                                      "captureBeyondViewport": True})["data"]
         path = Path(png_path)
         path.write_bytes(base64.b64decode(data))
         return path

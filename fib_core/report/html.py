@@ -21,10 +21,12 @@ Example::
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from fib_core.report import plots
 from fib_core.report.baseline import contest_score
@@ -266,9 +268,9 @@ def _cross_check(rec: LedgerRecord, key: str) -> str:
             return f'<h3>Timer cross-check</h3><p class="banner">{_e(NEEDS_GPU)}</p>'
         return ""
     rows = [CrossCheckRow.from_dict(d) for d in rec.cross_check]
-    labels = [", ".join(f"{k}={v}" for k, v in r.axes.items()) or r.uuid[:8] for r in rows]
+    labels, ticks = _cross_check_labels(rows)
     out = ["<h3>Timer cross-check</h3>"]
-    svg = plots.cross_check_svg(rows, labels, f"{key}-xc")
+    svg = plots.cross_check_svg(rows, ticks, f"{key}-xc")
     if svg:
         out.append(f'<figure class="plot" data-plot="cross-check">{svg}</figure>')
     body = []
@@ -276,7 +278,7 @@ def _cross_check(rec: LedgerRecord, key: str) -> str:
         ratios = r.ratios()
         cells = [
             _td(r.uuid[:8], left=True, title=r.uuid),
-            _td(label, left=True),
+            _td(label, left=True, wrap=True),
             _td(str(r.kernels or "?")),
             _td(fmt_ms(r.busy_ms)),
         ]
@@ -296,6 +298,26 @@ def _cross_check(rec: LedgerRecord, key: str) -> str:
     out.append(table(head, body, cls="cross-check"))
     out.append(f'<p class="note">{_e(MODEL_NOTE)}</p>')
     return "\n".join(out)
+
+
+def _cross_check_labels(rows: Sequence[Any]) -> tuple[list[str], list[str]]:
+    """Each cross-checked workload's shape for the table (the axes that vary between the rows)
+    and a short tick label for the chart: the axis with the most values, numbered where
+    several workloads share a value (``seq_len=7 #2``), else the uuid's start."""
+    names = list(dict.fromkeys(k for r in rows for k in r.axes))
+    varying = [k for k in names if len({r.axes.get(k) for r in rows}) > 1] or names
+    labels = [", ".join(f"{k}={r.axes[k]}" for k in varying if k in r.axes) or r.uuid[:8]
+              for r in rows]
+    if not varying:
+        return labels, [r.uuid[:8] for r in rows]
+    axis = max(varying, key=lambda k: len({r.axes.get(k) for r in rows}))
+    ticks, seen = [], Counter(r.axes.get(axis) for r in rows)
+    count: Counter = Counter()
+    for r in rows:
+        value = r.axes.get(axis)
+        count[value] += 1
+        ticks.append(f"{axis}={value}" + (f" #{count[value]}" if seen[value] > 1 else ""))
+    return labels, ticks
 
 
 def _failures(rec: LedgerRecord) -> str:

@@ -13,6 +13,10 @@ Figures are built with ``matplotlib.figure.Figure`` directly, never pyplot, so d
 report changes no global backend or state of the contestant's process. Each SVG gets its own
 id salt, so several of them inline in one page never share an element id.
 
+A legend sits below its panel, never over the points, and is never wider than the panel: its
+entries go in as many columns as fit, and a label too long for one line (a long solution
+name) is wrapped, measured with the figure's own renderer before the SVG is written.
+
 Example::
 
     svg = latency_svg(results, "fig-lat")   # "<svg ...>...</svg>" or None
@@ -22,6 +26,8 @@ from __future__ import annotations
 
 import io
 import math
+import re
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +41,11 @@ _WIDTH_IN = 11.0
 _HEIGHT_IN = 3.8
 _FONT = 9
 _DECADE = 10.0  # values whose highest / lowest reaches this get a log axis
+# How far below its panel a legend starts: clear of the x tick labels and the x label (both
+# _FONT points high, with matplotlib's default pads between them).
+_LEGEND_GAP_PT = 3.5 + 3.5 + _FONT + 4 + _FONT + 4
+_MAX_SLANTED_LABELS = 36  # per-workload tick labels: upright beyond a third of this, then thinned
+_LEGEND_FIT = 0.97  # a legend may take this share of its panel's width (browser fonts vary)
 _COLORS = {
     "current": "#1f6feb",
     "previous": "#8b949e",
@@ -137,7 +148,7 @@ def roofline_svg(results: RunResults, salt: str) -> str | None:
     ax.set_ylim(0, top * 1.08)
     ax.set_ylabel("% of roofline")
     ax.set_title("Roofline floor / measured latency, per shape", fontsize=_FONT + 1)
-    ax.legend(loc="best", fontsize=_FONT - 1)
+    _legend(ax)
     return _svg(fig, salt)
 
 
@@ -217,8 +228,12 @@ def cross_check_svg(rows: Sequence[Any], labels: Sequence[str], salt: str) -> st
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
     ax.set_ylabel("latency / device span")
     ax.set_xticks(list(range(len(rows))))
-    ax.set_xticklabels(list(labels), rotation=30, ha="right", fontsize=_FONT - 1)
-    ax.legend(loc="best", fontsize=_FONT - 1)
+    step = max(1, math.ceil(len(rows) / _MAX_SLANTED_LABELS))  # the rest stay ticks
+    ax.set_xticklabels([label if i % step == 0 else "" for i, label in enumerate(labels)],
+                       rotation=30 if len(rows) <= _MAX_SLANTED_LABELS // 3 else 90,
+                       ha="right", va="center", rotation_mode="anchor", fontsize=_FONT - 1)
+    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), borderaxespad=0.2, frameon=False,
+              fontsize=_FONT - 1, ncol=len(methods))  # above the bars, beside the title
     ax.set_title("Timer cross-check", fontsize=_FONT + 1)
     return _svg(fig, salt)
 
@@ -227,9 +242,11 @@ def cross_check_svg(rows: Sequence[Any], labels: Sequence[str], salt: str) -> st
 
 
 def _figure(panels: int, height: float = _HEIGHT_IN) -> tuple[Any, list[Any]]:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(_WIDTH_IN, height))
+    FigureCanvasAgg(fig)  # a renderer to measure legends with (savefig still writes SVG)
     axes = [fig.add_subplot(1, panels, k + 1) for k in range(panels)]
     for ax in axes:
         ax.grid(True, which="major", alpha=0.3)
@@ -300,7 +317,7 @@ def _finish(
         _plain_log_ticks(ax.yaxis, positive)
     ax.set_ylabel(ylabel, fontsize=_FONT)
     ax.set_title(title, fontsize=_FONT + 1)
-    ax.legend(loc="best", fontsize=_FONT - 1)
+    _legend(ax)
     _x_axis(ax, axis, rows)
 
 
@@ -328,6 +345,59 @@ def _plain_log_ticks(axis: Any, values: Sequence[float]) -> None:
     axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if decades <= 2.2 else (1.0,)))
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
     axis.set_minor_formatter(NullFormatter())
+
+
+def _legend(ax: Any, *, ncol: int | None = None, wrap: int | None = None) -> Any:
+    """The panel's legend below it, centred, ``ncol`` entries a row (all of them by default),
+    each label wrapped at ``wrap`` characters (None: not wrapped); None without entries."""
+    from matplotlib.transforms import offset_copy
+
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return None
+    if wrap:
+        labels = [_wrap(label, wrap) for label in labels]
+    below = offset_copy(ax.transAxes, fig=ax.figure, y=-_LEGEND_GAP_PT, units="points")
+    return ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                     bbox_transform=below, ncol=ncol or len(handles), fontsize=_FONT - 1,
+                     frameon=False, borderaxespad=0.2, columnspacing=1.2, handlelength=1.8)
+
+
+def _wrap(text: str, width: int) -> str:
+    """``text`` in lines of at most ``width`` characters, broken after a space or an
+    underscore (a solution's or an axis's name has no spaces), mid-word only when one
+    stretch between such breaks is longer than a line."""
+    pieces = [p for p in re.split(r"(?<=[ _])", text) if p]
+    lines = [""]
+    for piece in pieces:
+        if lines[-1] and len(lines[-1] + piece.rstrip()) > width:
+            lines.append("")
+        lines[-1] += piece
+    return "\n".join(textwrap.fill(line.rstrip(), width) for line in lines)
+
+
+def _fit_legends(fig: Any) -> None:
+    """Narrow every legend wider than its panel until it fits: fewer entries a row first,
+    then shorter lines (such a legend goes below its panel). Measured with the figure's
+    renderer after its layout."""
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None:
+            continue
+        labels = ax.get_legend_handles_labels()[1]
+        ncol, wrap = len(labels), max(len(label) for label in labels)
+        while True:
+            room = _LEGEND_FIT * ax.get_window_extent(renderer).width
+            width = legend.get_window_extent(renderer).width
+            if width <= room or (ncol == 1 and wrap <= 12):
+                break
+            if ncol > 1:
+                ncol -= 1
+            else:
+                wrap = max(12, min(wrap - 1, int(wrap * room / width)))
+            legend = _legend(ax, ncol=ncol, wrap=wrap if ncol == 1 else None)
+        legend.set_in_layout(True)
 
 
 def _repeat_groups(points: Sequence[HistoryPoint]) -> list[tuple[int, int]]:
@@ -363,7 +433,12 @@ def _svg(fig: Any, salt: str) -> str:
     """The figure as an ``<svg>`` element (no XML prolog), element ids salted with ``salt``."""
     import matplotlib
 
+    for ax in fig.axes:  # panels laid out first as if legends were not there: one too
+        if ax.get_legend() is not None:  # wide would squeeze its panel, not be fitted to it
+            ax.get_legend().set_in_layout(False)
     fig.tight_layout()
+    _fit_legends(fig)
+    fig.tight_layout()  # now with room below the panels for their legends
     buf = io.StringIO()
     with matplotlib.rc_context({"svg.hashsalt": salt, "svg.fonttype": "none"}):
         fig.savefig(buf, format="svg", metadata={"Date": None})

@@ -66,7 +66,8 @@ def test_report_has_plots_every_workload_and_the_right_comparison(two_runs) -> N
     assert (b1["status"], b1["latency"], b1["vs reference"], b1["% roofline"]) == (
         "PASSED", "8.00 us", "3.00x", "50.0%")
     assert (b1["p10-p90"], b1["roofline floor"], b1["max rel err"]) == (
-        "7.84-8.16 us", "4.00 us", "2.0e-03")
+        "4.0%", "4.00 us", "2.0e-03")
+    assert 'title="p10-p90: 7.84-8.16 us"' in _row_html(page, "wl-b1")
     delta = ["previous", "change", "noise", "verdict"]
     assert [b1[k] for k in delta] == ["10.00 us", "-20.0%", "±4.0%", "faster"]
     b64 = _workload(page, "wl-b64")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from fib_core.bench.cross_check import CrossCheckRow
 from fib_core.report import plots
 from fib_core.report.browser import INSTALL_HINT, Page, find_browser, screenshot
 from fib_core.report.html import ReportSection, build_html
@@ -43,6 +44,38 @@ _VISIBLE = """
   return Array.from(table.tBodies[0].rows).filter(r => !r.hidden)
     .map(r => r.cells[k].getAttribute('data-v') ?? r.cells[k].textContent);
 })
+"""
+
+
+# What could stick out of a 1400 px window: the page itself, a table's scroll box, a table
+# outside one; and each legend against its panel (the axes' background patch), its figure and
+# the tick and axis labels of its panel.
+_FIT = """
+(() => {
+  const view = window.innerWidth, doc = document.documentElement;
+  const boxes = Array.from(document.querySelectorAll('div.scroll')).map(b =>
+    ({table: b.querySelector('table').className, scroll: b.scrollWidth, width: b.clientWidth}));
+  const loose = Array.from(document.querySelectorAll('table, figure, pre, p, ul, div.filters'))
+    .filter(el => !el.closest('div.scroll') && el.getBoundingClientRect().right > view + 1)
+    .map(el => el.tagName + '.' + el.className);
+  const meets = (a, b) => a.left < b.right - 1 && b.left < a.right - 1 &&
+                          a.top < b.bottom - 1 && b.top < a.bottom - 1;
+  const legends = Array.from(document.querySelectorAll('figure.plot svg g[id^="legend_"]'))
+    .map(g => {
+      const axes = g.closest('g[id^="axes_"]');
+      const plot = axes.querySelector(':scope > g[id^="patch_"]').getBoundingClientRect();
+      const box = g.getBoundingClientRect(), fig = g.ownerSVGElement.getBoundingClientRect();
+      const labels = Array.from(axes.querySelectorAll('g[id^="matplotlib.axis_"] text'))
+        .filter(t => t.textContent.trim() !== '').map(t => t.getBoundingClientRect());
+      return {plot: g.ownerSVGElement.parentElement.dataset.plot, width: box.width,
+              plotWidth: plot.width, inFigure: box.left >= fig.left - 1 &&
+              box.right <= fig.right + 1 && box.bottom <= fig.bottom + 1,
+              onLabels: labels.some(r => meets(r, box)),
+              text: Array.from(g.querySelectorAll('text')).map(t => t.textContent).join(' ')};
+    });
+  return {view: view, scrollWidth: doc.scrollWidth, boxes: boxes, loose: loose,
+          legends: legends};
+})()
 """
 
 
@@ -105,6 +138,80 @@ def decode_page(tmp_path: Path, mkrow, mkrun, spread) -> Path:
     return page
 
 
+MOE = "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048"
+MOE_AXES = ("seq_len", "num_active_experts_after_routing", "total_routed_token_slots")
+
+
+def moe_like_html(mkrow, mkrun, spread) -> str:
+    """A MoE-like GPU report, the widest kind: 78 workloads over 13 sequence lengths and three
+    var axes with long names, a solution named after its definition, the baseline measured,
+    a previous run, a failing workload with a long status, and a timer cross-check."""
+    def run(factor: float, solution: str, hour: int):
+        rows = []
+        for seq in (1, 7, 14, 32, 80, 128, 512, 901, 2048, 4096, 8192, 11948, 14107):
+            for k in range(6):
+                ms = (0.05 + 0.0004 * seq) * factor * (1 + 0.02 * k)
+                ref = (20 + 0.3 * seq) * (1 + 0.3 * k)
+                axes = dict(zip(MOE_AXES, (seq, 8 + 4 * (k % 2), seq * 8), strict=True))
+                rows.append(mkrow(
+                    f"{seq:05d}{k}a1-2b3c-4d5e-6f70-8192a3b4c5d6", latency=ms, speedup=ref / ms,
+                    reference_latency_ms=ref, axes=axes, spread=spread(ms * 0.97, ms * 1.04),
+                    floor_ms=ms * 0.4, roofline_fraction=0.4, samples=150, busy_ms=ms * 0.9,
+                    timing_method="cupti", clocks="SM 1980/1980 MHz, mem 2619 MHz",
+                    l2_policy="flushed before each call",
+                    floor_peak="989 TFLOP/s bfloat16 (H100 SXM)"))
+        rows[-1] = mkrow(rows[-1].uuid, "INCORRECT_NUMERICAL", axes=rows[-1].axes)
+        results = mkrun(rows, definition=MOE, solution=f"{MOE}_triton_starter_v2")
+        results.contest = {"baseline": "flashinfer_wrapper_9b7f1e", "baseline_latency_ms": {
+            r.uuid: r.latency_ms * 1.3 for r in rows if r.passed}}
+        checked = [CrossCheckRow(r.uuid, r.axes, {"profiler": r.latency_ms, "cupti": r.latency_ms,
+                                                  "events": r.latency_ms * 1.1}, {}, 3, "cupti",
+                                 False, "") for r in rows[::2]]
+        rec = new_record(results, root=None, solution_name="moe_triton_starter",
+                         solution_hash=solution * 64, config={"cross_check": True},
+                         git=GitState(solution * 40, False, "main"),
+                         cross_check=[c.to_dict() for c in checked])
+        rec.created = f"2026-03-0{hour}T10:00:00+00:00"
+        return rec
+
+    first, second = run(1.1, "1", 1), run(1.0, "2", 2)
+    return build_html([ReportSection(second, previous=first, history=[first, second])])
+
+
+@pytest.fixture
+def moe_like_page(tmp_path: Path, mkrow, mkrun, spread) -> Path:
+    page = tmp_path / "moe.html"
+    page.write_text(moe_like_html(mkrow, mkrun, spread))
+    return page
+
+
+@pytest.mark.skipif(not plots.plots_available(), reason="matplotlib is not installed")
+def test_a_wide_report_fits_1400_px_and_legends_fit_their_plots(moe_like_page: Path) -> None:
+    with Page(moe_like_page, width=WIDTH) as page:
+        fit = page.evaluate(_FIT)
+        ticks = page.evaluate(_TICK_OVERLAPS)
+        heads = page.evaluate("Array.from(document.querySelectorAll('table.workloads th'))"
+                              ".filter(th => th.offsetParent !== null).map(th => th.textContent)")
+        page.evaluate("document.querySelector('div.filters input.more').click()")
+        wide = page.evaluate(_FIT)
+        all_heads = page.evaluate("Array.from(document.querySelectorAll('table.workloads th'))"
+                                  ".filter(th => th.offsetParent !== null).length")
+        assert page.errors == [] and page.messages == []
+    assert fit["scrollWidth"] <= fit["view"] == WIDTH
+    assert fit["loose"] == []
+    assert [b for b in fit["boxes"] if b["scroll"] > b["width"]] == []
+    assert {b["table"] for b in fit["boxes"]} == {"shapes sortable", "workloads sortable"}
+    assert len(fit["legends"]) >= 6  # latency (2 panels), speedup (2), roofline, overlay, ...
+    for legend in fit["legends"]:
+        assert legend["width"] <= legend["plotWidth"] + 1, legend
+        assert legend["inFigure"] and not legend["onLabels"], legend
+    assert any(f"{MOE}_triton" in lg["text"].replace(" ", "") for lg in fit["legends"])
+    assert all(not fig["overlap"] for fig in ticks), ticks
+    assert {*MOE_AXES, "status", "latency", "vs baseline", "max rel err"} <= set(heads)
+    assert "clocks" not in heads and all_heads > len(heads)  # secondary columns on demand ...
+    assert wide["scrollWidth"] <= WIDTH and wide["loose"] == []  # ... scroll in their box
+
+
 def test_the_console_check_sees_a_broken_page(tmp_path: Path) -> None:
     """The detector itself: a page with a script error must be caught."""
     page = tmp_path / "broken.html"
@@ -143,13 +250,13 @@ def test_workload_table_sorts_filters_and_keeps_its_header(decode_page: Path) ->
         ups = _visible(page, "latency")
         _click(page, "latency")
         downs = _visible(page, "latency")
-        _click(page, "shape")
-        shapes = _visible(page, "shape")
+        _click(page, "batch_size")
+        shapes = _visible(page, "batch_size")
         failed_count = _choose(page, "status", "failed")
         failed = _visible(page, "status")
         _choose(page, "status", "")
         shape_count = _choose(page, "shape", "batch_size=4")
-        four = _visible(page, "shape")
+        four = _visible(page, "batch_size")
         align = page.evaluate(
             "Array.from(document.querySelectorAll('table.workloads th'))"
             ".map(th => th.textContent + ':' + getComputedStyle(th).textAlign)"
@@ -167,10 +274,12 @@ def test_workload_table_sorts_filters_and_keeps_its_header(decode_page: Path) ->
     assert numbers == sorted(numbers) and len(numbers) == 12
     assert ups[-1] == "-"  # the failed workload has no latency: unknowns sort last
     assert [float(v) for v in downs[:12]] == sorted(numbers, reverse=True)
-    assert shapes[0].startswith("000000000001") and shapes[-1].startswith("000000000064")
+    assert shapes[0] == "1" and shapes[-1] == "64"  # numerically: 16 after 4, not before
+    assert shapes.index("16") > shapes.index("4")
     assert failed == ["INCORRECT_NUMERICAL"] and failed_count == "1 of 13 workloads shown"
-    assert shape_count == "3 of 13 workloads shown" and len(four) == 3
-    assert "latency:right" in align and "shape:left" in align and "% roofline:right" in align
+    assert shape_count == "3 of 13 workloads shown" and four == ["4", "4", "4"]
+    assert "latency:right" in align and "status:left" in align and "% roofline:right" in align
+    assert "batch_size:right" in align  # an axis is a number, over its numbers
     assert scrolled == 120 and first_row < 0  # the rows went up under the header ...
     assert abs(header_gap) <= 2  # ... which stays at the top of the scrolled table
 
