@@ -167,7 +167,7 @@ def _run(args: argparse.Namespace, console: Any) -> int:
     config = BenchmarkConfig(**merge(cpu=cpu, flags=flags))
     dump = args.save_results is not False
     trace_set = load_local(args.local, persist_solutions=dump, console=console)
-    from fib_core.bench.runner import check_filters
+    from fib_core.bench.engine.flow import check_filters
 
     check_filters(trace_set, config, prefix="--")  # a typo'd --definitions/--solutions name
     total = count_pairs(trace_set, config)
@@ -177,7 +177,7 @@ def _run(args: argparse.Namespace, console: Any) -> int:
             "--definitions, --solutions and --workloads"
         )
     from fib_core.report.render import progress_bar, render_results
-    from fib_core.report.rows import results_by_solution
+    from fib_core.report.results import results_by_solution
 
     with _benchmark_class()(trace_set, config) as benchmark, progress_bar(total, console) as cb:
         traces = benchmark.run_all(dump_traces=dump, resume=bool(args.resume), on_event=cb)
@@ -219,9 +219,9 @@ def _benchmark_class() -> Any:
 
     if hasattr(bench, "Benchmark"):
         return bench.Benchmark
-    from fib_core.bench.runner import Benchmark
+    from fib_core.bench.engine.flow import Engine
 
-    return Benchmark
+    return Engine
 
 
 def count_pairs(trace_set: Any, config: Any) -> int:

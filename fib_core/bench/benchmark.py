@@ -23,9 +23,8 @@ import logging
 from typing import Any
 
 from fib_core.bench.config import BenchmarkConfig
+from fib_core.bench.engine.flow import Engine, EventFn
 from fib_core.bench.events import Log, WorkloadFinished
-from fib_core.bench.runner import Benchmark as _Engine
-from fib_core.bench.runner import EventFn
 from fib_core.errors import ConfigError
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -33,7 +32,7 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 log = logging.getLogger("fib_core.bench")
 
 
-class Benchmark(_Engine):
+class Benchmark(Engine):
     """The kit's benchmark engine, also reachable through the organizers' ``run``/``evaluate``."""
 
     def __init__(

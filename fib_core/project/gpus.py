@@ -155,7 +155,7 @@ def _torch_has_cuda() -> bool:
 class ShardProcesses:
     """One child process per GPU, each with ``CUDA_VISIBLE_DEVICES`` naming its GPU alone.
 
-    A child starts its judge and first worker at once (:func:`fib_core.bench.pool.launch_early`),
+    A child starts its judge and first worker at once (:func:`fib_core.bench.engine.pool.launch_early`),
     imports the engine (torch) beside them, then waits for its request. Started by
     :func:`start_early`, before the launcher imports torch, loads its dataset and packs, the
     children boot beside that work instead of after it. A child that gets no request (the run
@@ -167,7 +167,7 @@ class ShardProcesses:
                  target: Callable | None = None) -> None:
         import multiprocessing
 
-        from fib_core.bench.pool import environment_print
+        from fib_core.bench.engine.pool import environment_print
 
         ctx = multiprocessing.get_context("spawn")
         self.device_ids = list(device_ids)
@@ -211,7 +211,7 @@ class ShardProcesses:
     def fits(self, device_ids: Sequence[str], target: Callable | None, request: Any) -> bool:
         """Whether these children can run ``request`` on ``device_ids``: the same GPUs, the
         same target, and what they took at start (device, dataset, cache folder) still true."""
-        from fib_core.bench.pool import environment_print
+        from fib_core.bench.engine.pool import environment_print
 
         return (
             self.device_ids == list(device_ids)
@@ -225,7 +225,7 @@ class ShardProcesses:
                  target: Callable | None) -> bool:
         """Whether these children, started with these settings, still wait unserved and alive
         (a new :func:`prestart` with the same settings then keeps them)."""
-        from fib_core.bench.pool import environment_print
+        from fib_core.bench.engine.pool import environment_print
 
         return (
             not self.served
@@ -326,7 +326,7 @@ def start_early(device: str | None, gpus: str | None, dataset_root: str | Path |
     Several GPUs (``gpus`` lists more than one, or none is named and more than one is
     visible): one :class:`ShardProcesses` child per GPU, which :func:`run_on_gpus` uses when
     the run's GPUs and settings are these. Otherwise, one GPU or unknown: the judge and first
-    worker of a one-GPU run (:func:`fib_core.bench.pool.launch_early`). ``device``: the
+    worker of a one-GPU run (:func:`fib_core.bench.engine.pool.launch_early`). ``device``: the
     ``--device`` flag (None = auto); "cpu" starts only the CPU run's processes.
 
     Example: ``start_early(None, "0,1", "/path/to/dataset")`` at the top of a launcher's main.
@@ -336,7 +336,7 @@ def start_early(device: str | None, gpus: str | None, dataset_root: str | Path |
     ids = None if device == "cpu" else _early_device_ids(gpus)
     root = None if dataset_root is None else str(dataset_root)
     if ids is None:
-        from fib_core.bench.pool import launch_early
+        from fib_core.bench.engine.pool import launch_early
 
         discard_prestarted()
         launch_early(device or "auto", root)
@@ -397,7 +397,7 @@ def _child(device_id: str, queue: QueueTaker, report: Any, inbox: Any, device: s
     import sys
 
     from fib_core.bench.containment.sandbox import die_with_parent
-    from fib_core.bench.pool import discard_early
+    from fib_core.bench.engine.pool import discard_early
     from fib_core.paths import remove_private_dirs
 
     role = f"gpu{device_id}"
@@ -419,7 +419,7 @@ def _child(device_id: str, queue: QueueTaker, report: Any, inbox: Any, device: s
     die_with_parent(parent, signal.SIGTERM)
     try:
         if target is None:  # the real run: its judge and worker boot while this one imports
-            from fib_core.bench.pool import launch_early
+            from fib_core.bench.engine.pool import launch_early
 
             launch_early(device, dataset_root)
             from fib_core.project.runflow import execute as target
@@ -465,8 +465,8 @@ def preload_engine() -> None:
     Example: ``preload_engine()`` in a process that will run the engine next."""
     import torch  # noqa: F401
 
+    import fib_core.bench.engine.flow  # noqa: F401
     import fib_core.bench.evaluation.inputs  # noqa: F401
-    import fib_core.bench.runner  # noqa: F401
 
 
 def _wait_for_request(inbox: Any, parent: int) -> bytes | None:

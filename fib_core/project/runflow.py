@@ -247,8 +247,8 @@ def execute(
     None loads ``request.dataset_path`` (another machine, another process). ``queue``: this
     GPU's :class:`fib_core.project.work_queue.QueueTaker`, for a request with ``queue`` set."""
     from fib_core.bench import Benchmark, BenchmarkConfig
+    from fib_core.bench.engine.stream import WorkloadStream
     from fib_core.bench.evaluation.timeline import mark
-    from fib_core.bench.stream import WorkloadStream
     from fib_core.compile import BuildOptions
     from fib_core.data import Solution
     from fib_core.project.dataset_checks import check_blobs
@@ -349,7 +349,7 @@ def execute_on_gpus(
     if len(chosen) == 1 and gpus is None:
         gpu_plan.discard_prestarted()
         return [execute(request, on_event=on_event, trace_set=trace_set)]
-    from fib_core.bench.pool import discard_early
+    from fib_core.bench.engine.pool import discard_early
 
     discard_early()  # each GPU's process has its own; none started here is used
     _, trace_set = _dataset(request, trace_set)
@@ -397,7 +397,7 @@ def finish(
     """Print table and summary, write --json, show --compare; 0 only if every workload passed."""
     from rich.console import Console
 
-    from fib_core.bench.trace_sink import write_or_fallback
+    from fib_core.bench.engine.trace_sink import write_or_fallback
     from fib_core.report.render import render_results
     from fib_core.report.results import RunResults
 

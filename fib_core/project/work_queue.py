@@ -144,7 +144,7 @@ class WorkQueue:
 
 class QueueTaker:
     """One GPU's view of a :class:`WorkQueue`: ``take()`` and ``peek()`` with its index bound
-    (what :class:`fib_core.bench.stream.WorkloadStream` reads)."""
+    (what :class:`fib_core.bench.engine.stream.WorkloadStream` reads)."""
 
     def __init__(self, queue: WorkQueue, gpu: int) -> None:
         self.queue, self.gpu = queue, gpu

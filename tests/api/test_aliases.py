@@ -104,7 +104,7 @@ def test_top_level_names_are_the_kit_classes():
 
     assert fib.TraceSet is data.TraceSet and fib.Definition is data.Definition
     assert fib.Benchmark is Benchmark and fib.BenchmarkConfig is fib_core.bench.BenchmarkConfig
-    assert issubclass(fib.Benchmark, fib_core.bench.runner.Benchmark)
+    assert issubclass(fib.Benchmark, fib_core.bench.engine.flow.Engine)
     assert data.InputDesc is data.InputSpec
     from fib_core.data.trace import RandomInput, ScalarInput
 

@@ -11,7 +11,8 @@ import os
 
 import pytest
 
-from fib_core.bench import Benchmark, BenchmarkConfig, pool
+from fib_core.bench import Benchmark, BenchmarkConfig
+from fib_core.bench.engine import pool
 from fib_core.data.solution import Solution
 from fib_core.data.traceset import TraceSet
 from fib_core.paths import kit_root

@@ -154,7 +154,7 @@ def test_isolated_mode_and_run_solution_events(make_dataset, toy_solution_json):
 def test_a_stream_runs_what_it_takes_when_it_takes_it(make_dataset, toy_solution_json):
     """Several GPUs share a queue: the engine takes its next workload only when the previous
     one is done (another GPU may take it meanwhile), and announces the whole queue."""
-    from fib_core.bench.stream import WorkloadStream
+    from fib_core.bench.engine.stream import WorkloadStream
 
     root = make_dataset([])
     ts = TraceSet.from_path(root)
@@ -231,7 +231,7 @@ def test_outputs_reach_the_judge_through_shared_memory_or_as_bytes(
     buffer (no bytes through the parent); without them, or when one cannot be made, the
     outputs travel as bytes. The verdicts are the judge's either way: a wrong kernel fails, a
     right one passes."""
-    from fib_core.bench import pool
+    from fib_core.bench.engine import pool
     from fib_core.bench.evaluation import exchange
 
     shared = mode == "shared"
@@ -269,7 +269,7 @@ def test_outputs_reach_the_judge_through_shared_memory_or_as_bytes(
 def test_resume_counts_only_traces_of_the_same_code_and_device(toy_solution_json):
     """A CPU smoke trace does not stand in for a GPU measurement, nor an old kernel's for an
     edited one."""
-    from fib_core.bench.traces import is_finished
+    from fib_core.bench.engine.traces import is_finished
 
     solution = Solution.from_dict(toy_solution_json("correct"))
     done = {(solution.name, "w1"): [(solution.hash(), "cpu")]}

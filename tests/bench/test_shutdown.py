@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fib_core.bench import pool
+from fib_core.bench.engine import pool
 
 ROOT = Path(__file__).resolve().parents[2]
 

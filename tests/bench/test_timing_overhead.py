@@ -21,7 +21,7 @@ def test_the_profiler_timer_leaves_torch_dynamo_unimported(tmp_path) -> None:
     script = tmp_path / "probe.py"
     script.write_text(
         "import sys, torch, triton, triton.language as tl\n"
-        "from fib_core.bench import timing\n"
+        "from fib_core.bench.evaluation import timers\n"
         "@triton.jit\n"
         "def add_one(p, n, BLOCK: tl.constexpr):\n"
         "    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
@@ -29,7 +29,7 @@ def test_the_profiler_timer_leaves_torch_dynamo_unimported(tmp_path) -> None:
         "x = torch.randn(1 << 20, device='cuda')\n"
         "calls = [lambda i: x.mul_(1.0), lambda i: add_one[(4096,)](x, x.numel(), BLOCK=256)]\n"
         "for call in calls:\n"
-        "    r = timing.measure(call, lambda i: None, device='cuda:0',\n"
+        "    r = timers.measure(call, lambda i: None, device='cuda:0',\n"
         "                       method='profiler', warmup=2, iterations=10, trials=3)\n"
         "    assert r.method == 'profiler' and not r.warnings, r.warnings\n"
         "    assert 0 < r.latency_ms < 1, r.latency_ms\n"

@@ -1,6 +1,6 @@
 """Worker process entry point: ``python -m fib_core.bench.evaluation.worker --fd N --device D``.
 
-Started by :mod:`fib_core.bench.pool` as a fresh interpreter (spawn semantics: no state is
+Started by :mod:`fib_core.bench.engine.pool` as a fresh interpreter (spawn semantics: no state is
 inherited from the parent), with stdout/stderr going to a log file so that even a native crash
 leaves its last words for the trace. It talks to the parent over the socket on fd ``N`` in the framing of
 :mod:`fib_core.bench.evaluation.wire` (JSON and raw bytes towards the parent, never pickle).

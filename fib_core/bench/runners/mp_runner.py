@@ -1,6 +1,6 @@
 """``MultiProcessRunner``: the organizers' per-device runner over the kit's benchmark worker.
 
-Each evaluation goes through :meth:`fib_core.bench.runner.Benchmark.run_solution`, so it runs
+Each evaluation goes through :meth:`fib_core.bench.engine.flow.Engine.run_solution`, so it runs
 in the kit's worker process with the kit's inputs, reference cache, checks and timing: a
 solution that crashes or hangs costs a worker, never the caller. ``run_ref`` records the
 (definition, workload) pair and hands back a handle; the reference itself is computed by the
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fib_core.bench.config import BenchmarkConfig
-from fib_core.bench.runner_api import (
+from fib_core.bench.runner import (
     BaselineHandle,
     DeviceBaseline,
     Runner,
@@ -93,8 +93,8 @@ class MultiProcessRunner(Runner):
         self._bench_key = None
 
     def _benchmark(self, cfg: BenchmarkConfig, base: DeviceBaseline) -> Any:
-        """The kit Benchmark for this config and dataset root (a new one when either changes)."""
-        from fib_core.bench.runner import Benchmark
+        """The kit's engine for this config and dataset root (a new one when either changes)."""
+        from fib_core.bench.engine.flow import Engine
         from fib_core.data.traceset import TraceSet
 
         try:
@@ -104,7 +104,7 @@ class MultiProcessRunner(Runner):
         key = (config, base.traceset_root)
         if self._bench is None or self._bench_key != key:
             self.close()
-            self._bench = Benchmark(TraceSet(root=base.traceset_root), config)
+            self._bench = Engine(TraceSet(root=base.traceset_root), config)
             self._bench_key = key
         self._bench.trace_set.definitions[base.definition.name] = base.definition
         return self._bench
