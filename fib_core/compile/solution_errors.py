@@ -59,6 +59,8 @@ def describe(err: BaseException) -> str | None:
         return None
     frame = _solution_frames(root.__traceback__)[-1]
     hint = suggestion(root, _last_frame(root.__traceback__))
+    if "Did you mean" in _error_line(root):
+        hint = ""  # Python 3.12's traceback module already added it
     if root is err and not hint:
         return None
     return _note(f'File "{frame.filename}", line {frame.lineno}, in {frame.name}',
@@ -139,7 +141,9 @@ def _describe_compilation(err: BaseException) -> str | None:
     line = begin + node.lineno
     cause = err.__cause__ or err.__context__
     if cause is not None and not _is_compilation_error(cause):
-        what = _error_line(cause) + suggestion(cause)
+        what = _error_line(cause)
+        if "Did you mean" not in what:  # Python 3.12's traceback module adds it itself
+            what += suggestion(cause)
     else:
         what = str(getattr(err, "error_message", None) or type(err).__name__)
     return _note(f'File "{file}", line {line}, in {name}', linecache.getline(file, line), what)
