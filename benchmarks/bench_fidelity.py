@@ -157,7 +157,7 @@ def _organizers_set(dataset: Path, definition: str, records: list[dict], solutio
 def _run_organizers(root: Path, definition: str, solution: Any, args: argparse.Namespace,
                     log: Path) -> tuple[dict[str, dict], float]:
     """Their `flashinfer-bench run`, isolated, with the definition's contest settings."""
-    from fib_core.bench.eval_settings import eval_settings
+    from fib_core.bench.grading import eval_settings
 
     c = eval_settings(definition).contest_fields()
     argv = ["run", "--local", str(root), "--use-isolated-runner", "--definitions", definition,

@@ -39,8 +39,8 @@ sys.path.insert(0, str(REPO))
 
 from bench_common import needs_gpu  # noqa: E402 - after the checkout is on sys.path
 
-from fib_core.bench.eval_settings import eval_settings  # noqa: E402
 from fib_core.bench.evaluation.timers import measure  # noqa: E402
+from fib_core.bench.grading import eval_settings  # noqa: E402
 
 
 def _load_test_helpers():

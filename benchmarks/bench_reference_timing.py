@@ -23,10 +23,10 @@ from pathlib import Path
 import torch
 from bench_common import needs_gpu
 
-from fib_core.bench.eval_settings import eval_settings
 from fib_core.bench.evaluation.inputs import generate_inputs
 from fib_core.bench.evaluation.reference import reference_run
 from fib_core.bench.evaluation.timers import available_methods, measure
+from fib_core.bench.grading import eval_settings
 from fib_core.data.traceset import TraceSet
 from fib_core.dataset import embedded_dataset_path
 

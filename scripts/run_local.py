@@ -310,7 +310,7 @@ def run_definition(ready: Prepared, device: str, console: Any) -> int:
     config_path = ws.cfg.path
     mode = ""
     if opts.contest:
-        from fib_core.bench.eval_settings import eval_settings
+        from fib_core.bench.grading import eval_settings
 
         mode = f" · contest settings: {eval_settings(ws.definition.name).describe_contest()}"
     console.print(

@@ -143,7 +143,7 @@ def make_request(
     definition's evaluation settings are the defaults; config.toml and flags override them.
     With ``opts.contest`` only the organizers' settings apply (a flag that would change them is
     refused, config.toml's are ignored; ``--seed`` still counts)."""
-    from fib_core.bench.eval_settings import eval_settings
+    from fib_core.bench.grading import eval_settings
     from fib_core.bench.settings import BY_NAME, flag_name, merge
 
     kind = device or resolve_device(opts.flags.get("device"))

@@ -222,7 +222,7 @@ def ledger_evidence(ws: Workspace, solution: Solution) -> Evidence | None:
     It must be on a GPU, of the same solution hash, over every workload of the definition in
     the dataset (no filter, not the quick subset), with the contest's engine settings.
     """
-    from fib_core.bench.eval_settings import eval_settings
+    from fib_core.bench.grading import eval_settings
     from fib_core.report.ledger import LEDGER_RELPATH, load_ledger
     from fib_core.report.summary import summarize
 

@@ -107,7 +107,7 @@ class Service:
         """The RunRequest fields of ``task`` on a device of ``kind`` ("cuda" | "cpu")."""
         from dataclasses import asdict
 
-        from fib_core.bench.eval_settings import eval_settings
+        from fib_core.bench.grading import eval_settings
         from fib_core.bench.settings import merge
         from fib_core.project.runflow import RunRequest
 

@@ -164,12 +164,12 @@ def test_the_signed_cache_prefetch_ends_with_its_workload(
     (a judge serves a whole run: leftovers would pile up and could serve stale bytes)."""
     from types import SimpleNamespace
 
-    from fib_core.bench import eval_settings
+    from fib_core.bench import grading
     from fib_core.bench.evaluation.signed_cache import SignedReferenceCache
     from fib_core.bench.integrity import ensure_key
 
     monkeypatch.setattr(
-        eval_settings, "eval_settings", lambda name: SimpleNamespace(reference_timed_calls=2)
+        grading, "eval_settings", lambda name: SimpleNamespace(reference_timed_calls=2)
     )
     ev = Evaluator("cpu", EnvironmentInfo(device_kind="cuda", hardware="Fake GPU A"))
     ev.kind = "cuda"

@@ -153,7 +153,7 @@ def test_engine_validation_names_the_field_and_what_it_must_be() -> None:
 
 
 def test_an_eval_toml_value_out_of_range_names_the_file(tmp_path: Path) -> None:
-    from fib_core.bench.eval_settings import eval_settings
+    from fib_core.bench.grading import eval_settings
 
     (tmp_path / "range_def.toml").write_text("[local]\niterations = 0\n")
     with pytest.raises(ConfigError) as info:

@@ -160,9 +160,9 @@ def test_a_tracing_rule_of_the_wrong_type_is_one_line_naming_it(toy_path: Path) 
 
 
 def test_engine_lookups_reach_the_folder(toy_path: Path) -> None:
-    from fib_core.bench.eval_settings import eval_settings
     from fib_core.bench.evaluation.check import checker_for
     from fib_core.bench.evaluation.inputs import input_generator_for
+    from fib_core.bench.grading import eval_settings
     from fib_core.data import Definition
     from fib_core.dataset.roofline import workload_cost
     from fib_core.project.tracks import tracks

@@ -297,7 +297,7 @@ def _record_smoke_run(fork: Path, definition: str, **flags) -> str:
 
 def _record_contest_run(fork: Path, definition: str, *, quick: bool = False, fail: bool = False):
     """Append to the fork's ledger a GPU run of ``definition`` as run_local.py --contest does."""
-    from fib_core.bench.eval_settings import eval_settings
+    from fib_core.bench.grading import eval_settings
     from fib_core.project.workspace import open_workspace
     from fib_core.report.ledger import LEDGER_RELPATH, append_record, new_record
     from fib_core.report.results import RunResults, WorkloadResult

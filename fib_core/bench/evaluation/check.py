@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from fib_core.bench.eval_settings import (
+from fib_core.bench.grading import (
     OP_TYPE_TOLERANCE,
     ORGANIZER_TOLERANCE,
     contest_tolerance,
@@ -40,7 +40,7 @@ REL_EPS = 1e-8
 FIRST_INDICES_SHOWN = 5
 
 DEFAULT_TOLERANCE = dict(ORGANIZER_TOLERANCE)
-# The organizers' numbers have one home, fib_core.bench.eval_settings: their defaults
+# The organizers' numbers have one home, fib_core.bench.grading: their defaults
 # (ORGANIZER_TOLERANCE), their packaged per-op_type defaults (OP_TYPE_TOLERANCE: fp8 MoE 0.95)
 # and, per definition, the flags the contest passes (its eval.toml [contest]: the MoE's 0.9),
 # applied by name, above op_type, below the definition's own "tolerance" key and explicit

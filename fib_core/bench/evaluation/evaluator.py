@@ -346,13 +346,13 @@ class Evaluator:
         """Reference outputs of the checked sets and the re-check pool (disk-cached), and the
         reference latency from the calls that computed them, timed as the solution's quantity
         (:func:`fib_core.bench.evaluation.timers.reference_method`; cached per GPU and method)."""
-        from fib_core.bench.eval_settings import eval_settings
         from fib_core.bench.evaluation.reference import fast_reference_for, reference_result
         from fib_core.bench.evaluation.reference_sets import (
             REFERENCE_TIMING_VERSION,
             checked_indices,
             run_references,
         )
+        from fib_core.bench.grading import eval_settings
 
         timed_calls = eval_settings(definition.name).reference_timed_calls
         method, method_note = reference_method(cfg.timing_method, self.kind)

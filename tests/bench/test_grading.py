@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from fib_core.bench.config import BenchmarkConfig
-from fib_core.bench.eval_settings import eval_settings
+from fib_core.bench.grading import eval_settings
 from fib_core.errors import ConfigError
 from fib_core.project.config import config_from_dict
 from fib_core.project.runflow import RunOptions, make_request
@@ -85,8 +85,8 @@ def test_a_moe_without_settings_gets_the_packaged_op_type_ratio_in_both_paths(
     its file's 0.9 both ways."""
     import json
 
-    from fib_core.bench.eval_settings import OP_TYPE_TOLERANCE
     from fib_core.bench.evaluation.check import resolve_tolerance
+    from fib_core.bench.grading import OP_TYPE_TOLERANCE
     from fib_core.data.definition import Definition
     from fib_core.dataset import registry
 
@@ -109,7 +109,7 @@ def test_a_moe_without_settings_gets_the_packaged_op_type_ratio_in_both_paths(
 
 def test_organizer_counts_are_the_settings_tables_defaults() -> None:
     """One home for warm-up, iterations, trials and timeout: the settings table."""
-    from fib_core.bench.eval_settings import ORGANIZER_DEFAULTS
+    from fib_core.bench.grading import ORGANIZER_DEFAULTS
 
     kit = BenchmarkConfig()
     assert (kit.warmup_runs, kit.iterations, kit.num_trials, kit.timeout_seconds) == (

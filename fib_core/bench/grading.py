@@ -1,4 +1,8 @@
-"""Per-definition evaluation settings: how the organizers grade it, and how a local run differs.
+"""How each definition is graded: the organizers' numbers, and how a local run differs.
+
+The settings table (:mod:`fib_core.bench.settings`) says which knobs exist;
+``BenchmarkConfig`` (:mod:`fib_core.bench.config`) holds one run's values; this module holds
+the values each definition is graded with.
 
 One TOML file per definition, ``eval.toml`` in its definition folder (see
 :mod:`fib_core.dataset.registry`):
@@ -10,17 +14,19 @@ One TOML file per definition, ``eval.toml`` in its definition folder (see
   defaults; ``config.toml`` ``[benchmark]`` and command-line flags override them as before.
 - ``[reference]``: ``timed_calls``, how many reference calls (the ones that produce the first
   input sets' outputs) are timed with the definition's own reference for its latency; the
-  first call of a definition's reference in a process runs once more, untimed, to warm up. Other sets may come from a faster reference of the same arithmetic.
+  first call of a definition's reference in a process runs once more, untimed, to warm up.
+  Other sets may come from a faster reference of the same arithmetic.
 
 A definition without a file (a user's own dataset) gets the organizers' generic defaults, and
 their packaged default tolerance for its op_type (:data:`OP_TYPE_TOLERANCE`). This module is the
-one home of the organizers' numbers; :mod:`fib_core.bench.evaluation.check` reads its tolerances here.
+one home of the organizers' numbers; :mod:`fib_core.bench.evaluation.check` reads its
+tolerances here.
 Keys use the ``config.toml`` names (:mod:`fib_core.bench.settings`, whose :func:`~fib_core.
 bench.settings.merge` layers these under ``config.toml`` and flags).
 
 Example::
 
-    from fib_core.bench.eval_settings import eval_settings
+    from fib_core.bench.grading import eval_settings
     s = eval_settings("gdn_prefill_qk4_v8_d128_k_last")
     s.local_fields()    # {'warmup_runs': 1, 'iterations': 5, 'num_trials': 3, ...}
     s.contest_fields()  # the organizers' settings, tolerances included
