@@ -11,15 +11,13 @@ from fib_core.report.render import progress_bar, render_results
 from fib_core.report.results import (
     CPU_SMOKE_MODE,
     GPU_MODE,
-    Achieved,
     ResultsFileError,
     RunResults,
-    Spread,
-    WorkloadResult,
     merge,
+    results_by_solution,
 )
-from fib_core.report.rows import results_by_solution
 from fib_core.report.summary import Summary, summarize
+from fib_core.report.workload_result import Achieved, Spread, WorkloadResult
 
 __all__ = [
     "CPU_SMOKE_MODE",

@@ -19,7 +19,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from fib_core.report.results import RunResults, WorkloadResult
+from fib_core.report.results import RunResults
+from fib_core.report.workload_result import WorkloadResult
 
 DEFAULT_FLOOR_PCT = 3.0
 

@@ -16,10 +16,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from fib_core.report.render import fmt_ms, fmt_speedup, readable_width
-from fib_core.report.results import RunResults, WorkloadResult
-from fib_core.report.rows import results_by_solution
+from fib_core.report.formats import fmt_ms, fmt_speedup
+from fib_core.report.render import readable_width
+from fib_core.report.results import RunResults, results_by_solution
 from fib_core.report.summary import Summary, summarize
+from fib_core.report.workload_result import WorkloadResult
 
 
 @dataclass(frozen=True)

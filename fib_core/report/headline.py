@@ -28,6 +28,7 @@ from fib_core.report.baseline import (
     contest_score,
     no_score_reason,
 )
+from fib_core.report.formats import fmt_ms
 from fib_core.report.results import RunResults
 from fib_core.report.shapes import by_shape, worst_reference_spread
 from fib_core.report.summary import summarize
@@ -51,7 +52,6 @@ class Headline:
 
 def headline(results: RunResults) -> Headline:
     """The headline of ``results``: its title and the lines that qualify it."""
-    from fib_core.report.render import fmt_ms  # render imports this module
     summary = summarize(results)
     n, failed = summary.total, summary.failed
     passing = [r for r in results.rows if r.passed]

@@ -31,11 +31,11 @@ from typing import Any
 from fib_core.report import plots
 from fib_core.report.baseline import contest_score
 from fib_core.report.compare import Delta, comparability_warning, compare
+from fib_core.report.formats import fmt_ms
 from fib_core.report.headline import headline, score_text
 from fib_core.report.html_assets import CSP, CSS, SCRIPT, e, table, td
 from fib_core.report.html_tables import shape_table, workload_table
 from fib_core.report.ledger import LedgerRecord
-from fib_core.report.render import fmt_ms
 from fib_core.report.summary import summarize
 
 _e, _td = e, td

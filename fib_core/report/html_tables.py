@@ -23,10 +23,11 @@ from typing import NamedTuple
 
 from fib_core.report.baseline import BASELINE_LABEL, baseline_latencies, baseline_speedups
 from fib_core.report.compare import Delta
+from fib_core.report.formats import fmt_error, fmt_ms, fmt_ms_range, fmt_speedup
 from fib_core.report.html_assets import Column, e, table, td
-from fib_core.report.render import fmt_error, fmt_ms, fmt_ms_range, fmt_speedup
-from fib_core.report.results import PASSED, RunResults, WorkloadResult
+from fib_core.report.results import RunResults
 from fib_core.report.shapes import Band, by_shape, shape_axes, shape_text
+from fib_core.report.workload_result import PASSED, WorkloadResult
 
 _FLOOR_TIP = ("the roofline floor: the fastest the GPU allows (the workload's bytes at peak "
               "bandwidth or its flops at peak throughput, whichever is slower)")

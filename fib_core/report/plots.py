@@ -33,8 +33,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from fib_core.report.baseline import BASELINE_LABEL, baseline_latencies, baseline_speedups
-from fib_core.report.results import RunResults, WorkloadResult
+from fib_core.report.results import RunResults
 from fib_core.report.shapes import plot_axis
+from fib_core.report.workload_result import WorkloadResult
 
 PLOT_HINT = 'plots need matplotlib: pip install -e ".[plot]"'
 _WIDTH_IN = 11.0

@@ -8,7 +8,6 @@ table (an 80-column default would fold every cell), so the log stays readable as
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -23,21 +22,20 @@ from fib_core.report.attribution import blames_reference
 from fib_core.report.baseline import contest_details
 from fib_core.report.compare import ONE_SAMPLE, Delta, comparability_warning
 from fib_core.report.compare import compare as compare_runs
+from fib_core.report.formats import fmt_error, fmt_ms, fmt_ms_range, fmt_speedup
 from fib_core.report.headline import headline
 from fib_core.report.progress import progress_bar
-from fib_core.report.results import RunResults, WorkloadResult
+from fib_core.report.results import RunResults
 from fib_core.report.shapes import by_shape
 from fib_core.report.summary import Summary, summarize
 from fib_core.report.table_fit import dropped_note, fit_columns
+from fib_core.report.workload_result import WorkloadResult
 
 LOG_WIDTH = 160
 MAX_NOTES = 5
 _STATUS_STYLE = {EvaluationStatus.PASSED: "green", EvaluationStatus.TIMEOUT: "yellow"}
 
 __all__ = [
-    "fmt_ms",
-    "fmt_ms_range",
-    "fmt_speedup",
     "progress_bar",
     "readable_width",
     "render_results",
@@ -380,40 +378,6 @@ def _print_compare(deltas: list[Delta], warning: str | None, console: Console) -
     for d in deltas:
         if d.verdict == "missing":
             _say(console, f"  {d.uuid[:8]} was in the previous run but not in this one")
-
-
-def fmt_ms(ms: float | None) -> str:
-    """Latency with a unit that keeps 3-4 significant digits: 7.21 us, 104.3 us, 1.532 ms, 1.80 s."""
-    if ms is None:
-        return "-"
-    if ms < 1.0:
-        us = ms * 1e3
-        return f"{us:.2f} us" if us < 100 else f"{us:.1f} us"
-    if ms < 1000.0:
-        return f"{ms:.3f} ms" if ms < 100 else f"{ms:.1f} ms"
-    return f"{ms / 1e3:.2f} s"
-
-
-def fmt_ms_range(low_ms: float | None, high_ms: float | None) -> str:
-    """A latency range with its unit once when both ends share it: ``2.26-2.43 us``."""
-    if low_ms is None or high_ms is None:
-        return "-"
-    lo, hi = fmt_ms(low_ms), fmt_ms(high_ms)
-    lo_num, _, lo_unit = lo.partition(" ")
-    hi_num, _, hi_unit = hi.partition(" ")
-    return f"{lo_num}-{hi_num} {hi_unit}" if lo_unit == hi_unit else f"{lo} - {hi}"
-
-
-def fmt_speedup(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f}x"
-
-
-def fmt_error(x: float | None) -> str:
-    if x is None:
-        return "-"
-    if math.isnan(x):
-        return "nan"
-    return f"{x:.1e}"
 
 
 def fmt_delta(d: Delta) -> str:

@@ -6,21 +6,31 @@ results table shows, for one (definition, solution) pair, plus where they were m
 :class:`RunResults`. It is a plain dataclass so it pickles across processes (Modal shards), and it
 has its own small JSON file format (``to_json`` / ``from_json``) so a later run can be compared
 with this one (``--compare``) without keeping the whole dataset around.
+
+Its rows are :class:`~fib_core.report.workload_result.WorkloadResult`; reading them from
+traces is :mod:`fib_core.report.rows`' job, which this module calls and which needs nothing
+from it.
+
+Example::
+
+    from fib_core.report.results import RunResults
+    results = RunResults.from_traces(traces, "gdn_decode_qk4_v8_d128_k_last")
+    results.to_json("runs/last.json")
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fib_core.data.json_io import write_float
-from fib_core.data.trace import EvaluationStatus
 from fib_core.errors import FibError
+from fib_core.report import rows as trace_rows
+from fib_core.report.roofline_view import RooflineView
+from fib_core.report.workload_result import WorkloadResult
 
 RESULTS_FORMAT = "fib_core.run_results"
 RESULTS_VERSION = 1
@@ -29,10 +39,6 @@ GPU_MODE = "GPU"
 CPU_SMOKE_MODE = "CPU smoke run — correctness only, timings are wall-clock and not comparable"
 
 DEVICE_KINDS = ("cuda", "cpu")
-ACHIEVED_UNITS = ("GB/s", "TFLOP/s")
-PASSED = EvaluationStatus.PASSED.value
-STATUSES = tuple(status.value for status in EvaluationStatus)
-LOG_TAIL_LINES = 10
 
 
 class ResultsFileError(FibError):
@@ -42,191 +48,6 @@ class ResultsFileError(FibError):
 def mode_for_device(device: str) -> str:
     """The mode label a table shows for a device kind ("cuda" or "cpu")."""
     return GPU_MODE if device == "cuda" else CPU_SMOKE_MODE
-
-
-@dataclass(frozen=True)
-class Achieved:
-    """Throughput the solution reached: GB/s for memory-bound workloads, TFLOP/s otherwise."""
-
-    value: float
-    unit: str
-
-    def __post_init__(self) -> None:
-        if self.unit not in ACHIEVED_UNITS:
-            raise ValueError(
-                f"Achieved.unit: found {self.unit!r}, expected one of {ACHIEVED_UNITS}"
-            )
-        _check_number("Achieved.value", self.value, allow_none=False)
-
-    def __str__(self) -> str:
-        return (
-            f"{self.value:.1f} {self.unit}" if self.value >= 10 else f"{self.value:.3g} {self.unit}"
-        )
-
-
-@dataclass(frozen=True)
-class Spread:
-    """Run-to-run spread of the timed calls (milliseconds); any figure may be unknown."""
-
-    p10_ms: float | None = None
-    p90_ms: float | None = None
-    std_ms: float | None = None
-    min_ms: float | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("p10_ms", "p90_ms", "std_ms", "min_ms"):
-            _check_number(f"Spread.{name}", getattr(self, name))
-
-    def relative_width(self, center_ms: float | None) -> float | None:
-        """(p90 - p10) / center: the noise band of this measurement, as a fraction."""
-        if self.p10_ms is None or self.p90_ms is None or not center_ms:
-            return None
-        return max(0.0, self.p90_ms - self.p10_ms) / center_ms
-
-
-@dataclass
-class WorkloadResult:
-    """One row of the results table: a workload's verdict and figures.
-
-    ``speedup`` is reference latency / solution latency (higher is better). ``roofline_fraction``
-    is the roofline floor divided by the measured latency (1.0 = at the hardware's limit).
-    ``reason`` is one line saying why a workload failed (empty when it passed);
-    ``log_tail`` holds the last lines of the worker's log for the failure report.
-    ``warnings`` are the engine's cautions about this measurement (timing method limits,
-    mutated inputs...), shown once each under the table.
-    """
-
-    uuid: str
-    axes: dict[str, int]
-    status: str
-    latency_ms: float | None = None
-    reference_latency_ms: float | None = None
-    speedup: float | None = None
-    max_abs_error: float | None = None
-    max_rel_error: float | None = None
-    achieved: Achieved | None = None
-    roofline_fraction: float | None = None
-    floor_ms: float | None = None
-    reason: str = ""
-    log_tail: list[str] = field(default_factory=list)
-    spread: Spread | None = None
-    timing_method: str | None = None
-    warnings: list[str] = field(default_factory=list)
-    # What decided a PASSED verdict when the errors look alarming (see report.verdict_notes).
-    decided_by: str = ""
-    # Timed calls behind ``latency_ms`` (None: unknown); one sample carries no spread.
-    samples: int | None = None
-    # The datasheet peak the roofline floor assumes ("3350 GB/s (H100 SXM)"), the GPU clocks
-    # the worker read before timing ("SM 1980/1980 MHz, mem 2619 MHz") and what was done to
-    # the L2 cache between timed calls: the conditions a latency is only valid under.
-    floor_peak: str | None = None
-    clocks: str | None = None
-    l2_policy: str | None = None
-    # Of ``latency_ms``, the time the GPU ran the solution's own kernels (the rest of the span
-    # is the GPU waiting for the host between them); None where the timer cannot tell.
-    busy_ms: float | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.uuid, str) or not self.uuid:
-            raise ValueError(
-                f"WorkloadResult.uuid: found {self.uuid!r}, expected a non-empty string"
-            )
-        self.status = str(getattr(self.status, "value", self.status))
-        if self.status not in STATUSES:
-            raise ValueError(
-                f"WorkloadResult.status: found {self.status!r}, expected one of {', '.join(STATUSES)}"
-            )
-        if not isinstance(self.axes, dict):
-            raise ValueError(f"WorkloadResult.axes: found {self.axes!r}, expected a dict")
-        for name in _TIMING_FIELDS:
-            _check_number(f"WorkloadResult.{name}", getattr(self, name))
-        for name in _ERROR_FIELDS:  # an output holding NaN or inf has such errors: keep them
-            _check_number(f"WorkloadResult.{name}", getattr(self, name), allow_nan=True)
-        if "\n" in self.reason:
-            raise ValueError("WorkloadResult.reason: must be one line")
-        if self.passed and self.latency_ms is None:
-            raise ValueError(f"WorkloadResult {self.uuid}: a PASSED workload needs latency_ms")
-
-    @property
-    def passed(self) -> bool:
-        return self.status == PASSED
-
-    @property
-    def short_uuid(self) -> str:
-        return self.uuid[:8]
-
-    def axes_text(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in self.axes.items())
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able; non-finite errors become the format's strings "Infinity", "-Infinity",
-        "NaN" (strict JSON)."""
-        return {
-            "uuid": self.uuid,
-            "axes": dict(self.axes),
-            "status": self.status,
-            "latency_ms": self.latency_ms,
-            "reference_latency_ms": self.reference_latency_ms,
-            "speedup": self.speedup,
-            "max_abs_error": write_float(self.max_abs_error),
-            "max_rel_error": write_float(self.max_rel_error),
-            "achieved": (
-                {"value": self.achieved.value, "unit": self.achieved.unit}
-                if self.achieved
-                else None
-            ),
-            "roofline_fraction": self.roofline_fraction,
-            "floor_ms": self.floor_ms,
-            "reason": self.reason,
-            "log_tail": list(self.log_tail),
-            "spread": (
-                {
-                    "p10_ms": self.spread.p10_ms,
-                    "p90_ms": self.spread.p90_ms,
-                    "std_ms": self.spread.std_ms,
-                    "min_ms": self.spread.min_ms,
-                }
-                if self.spread
-                else None
-            ),
-            "timing_method": self.timing_method,
-            "warnings": list(self.warnings),
-            "decided_by": self.decided_by,
-            "samples": self.samples,
-            "floor_peak": self.floor_peak,
-            "clocks": self.clocks,
-            "l2_policy": self.l2_policy,
-            "busy_ms": self.busy_ms,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> WorkloadResult:
-        achieved = d.get("achieved")
-        spread = d.get("spread")
-        return cls(
-            uuid=d["uuid"],
-            axes=dict(d.get("axes") or {}),
-            status=d["status"],
-            latency_ms=d.get("latency_ms"),
-            reference_latency_ms=d.get("reference_latency_ms"),
-            speedup=d.get("speedup"),
-            max_abs_error=_decode_float(d.get("max_abs_error")),
-            max_rel_error=_decode_float(d.get("max_rel_error")),
-            achieved=Achieved(**achieved) if achieved else None,
-            roofline_fraction=d.get("roofline_fraction"),
-            floor_ms=d.get("floor_ms"),
-            reason=d.get("reason") or "",
-            log_tail=list(d.get("log_tail") or []),
-            spread=Spread(**spread) if spread else None,
-            timing_method=d.get("timing_method"),
-            warnings=list(d.get("warnings") or []),
-            decided_by=str(d.get("decided_by") or ""),
-            samples=d.get("samples"),
-            floor_peak=d.get("floor_peak"),
-            clocks=d.get("clocks"),
-            l2_policy=d.get("l2_policy"),
-            busy_ms=d.get("busy_ms"),
-        )
 
 
 @dataclass
@@ -281,19 +102,39 @@ class RunResults:
         return next((r for r in self.rows if r.uuid == uuid), None)
 
     @classmethod
-    def from_traces(cls, traces: Iterable[Any], definition: Any, **options: Any) -> RunResults:
+    def from_traces(
+        cls,
+        traces: Iterable[Any],
+        definition: Any,
+        *,
+        gpu_name: str | None = None,
+        solution: str | None = None,
+        author: str | None = None,
+        device: str | None = None,
+    ) -> RunResults:
         """Build the rows of one (definition, solution) run from its traces.
 
-        ``definition`` is a ``Definition`` or its name; ``options`` are keyword-only:
-        ``gpu_name``, ``solution``, ``author``, ``device`` (each None by default). Traces of
-        other definitions or (when ``solution`` is given) other solutions are ignored; when a
-        workload has several traces, the last one wins (the newest run) and rows keep the order
-        of first appearance. Roofline figures come from the definition's cost model when the GPU
-        is known, else stay None. The work is done by :func:`fib_core.report.rows.results_from_traces`.
+        ``definition`` is a ``Definition`` or its name. Traces of other definitions or (when
+        ``solution`` is given) other solutions are ignored; when a workload has several traces,
+        the last one wins (the newest run) and rows keep the order of first appearance. The
+        device kind and the GPU come from the traces unless given. Roofline figures come from
+        the definition's cost model when the GPU is known, else stay None.
         """
-        from fib_core.report.rows import results_from_traces
-
-        return results_from_traces(cls, traces, definition, **options)
+        name = trace_rows.definition_name(definition)
+        chosen, solution = trace_rows.latest_traces(traces, name, solution)
+        env = trace_rows.environment(chosen[-1]) if chosen else {}
+        kind = device or trace_rows.device_kind(chosen)
+        gpu = gpu_name or (env.get("hardware") if kind == "cuda" else None)
+        roofline = RooflineView(name, gpu if kind == "cuda" else None)
+        return cls(
+            definition=name,
+            solution=solution,
+            author=author,
+            device=kind,
+            gpu_name=gpu,
+            environment=env,
+            rows=[trace_rows.row_from_trace(t, roofline) for t in chosen],
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -374,6 +215,34 @@ class RunResults:
         return cls.from_dict(data, source=str(path))
 
 
+def results_by_solution(
+    traces: Iterable[Any],
+    *,
+    gpu_name: str | None = None,
+    authors: dict[str, str] | None = None,
+) -> list[RunResults]:
+    """One :class:`RunResults` per (definition, solution) found in ``traces``, first-seen order.
+
+    Example: ``for run in results_by_solution(trace_set_traces): print(run.solution)``
+    """
+    groups: dict[tuple[str, str | None], list[Any]] = {}
+    for t in traces:
+        if t.evaluation is None:
+            continue
+        groups.setdefault((t.definition, t.solution), []).append(t)
+    authors = authors or {}
+    return [
+        RunResults.from_traces(
+            group,
+            definition,
+            gpu_name=gpu_name,
+            solution=solution,
+            author=authors.get(solution) if solution else None,
+        )
+        for (definition, solution), group in groups.items()
+    ]
+
+
 def merge(shards: Sequence[RunResults], order: Sequence[str] | None = None) -> RunResults:
     """Join the shards of one run (e.g. one per Modal container) into one result.
 
@@ -417,19 +286,6 @@ def merge(shards: Sequence[RunResults], order: Sequence[str] | None = None) -> R
     )
 
 
-_TIMING_FIELDS = ("latency_ms", "reference_latency_ms", "speedup", "roofline_fraction", "floor_ms")
-_ERROR_FIELDS = ("max_abs_error", "max_rel_error")
-# Read back: the format's spellings, and the short ones older results files hold.
-_NON_FINITE = {
-    "Infinity": math.inf,
-    "-Infinity": -math.inf,
-    "NaN": math.nan,
-    "inf": math.inf,
-    "-inf": -math.inf,
-    "nan": math.nan,
-}
-
-
 def check_format_tag(
     d: Any,
     source: str,
@@ -449,20 +305,3 @@ def check_format_tag(
             f"{source}: {what} version {d.get('version')!r} is not supported "
             f"(expected {version}); {fixes[1]}"
         )
-
-
-def _check_number(
-    name: str, value: object, *, allow_none: bool = True, allow_nan: bool = False
-) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{name}: found {value!r}, expected a number")
-    if not allow_nan and not math.isfinite(value):
-        raise ValueError(f"{name}: found {value}, expected a finite number")
-
-
-def _decode_float(value: object) -> object:
-    if isinstance(value, str) and value in _NON_FINITE:
-        return _NON_FINITE[value]
-    return value

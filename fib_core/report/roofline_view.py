@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from fib_core.dataset import roofline
-from fib_core.report.results import Achieved
+from fib_core.report.workload_result import Achieved
 
 _LOOKUP_ERRORS = (KeyError, ValueError, TypeError, LookupError, AttributeError, ZeroDivisionError)
 

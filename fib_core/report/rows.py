@@ -5,6 +5,14 @@ so it needs nothing from the engine at import time and works on any object of th
 The engine's own extras (timing spread, timing method, device) live in the ``extra`` dicts of
 ``performance`` and ``evaluation``; they are read leniently: a missing extra leaves a figure
 unknown (None) rather than failing the report.
+
+It makes rows (:class:`~fib_core.report.workload_result.WorkloadResult`) and picks the traces
+of one run; the run itself is assembled by :meth:`fib_core.report.results.RunResults.from_traces`.
+
+Example::
+
+    chosen, solution = latest_traces(traces, "gdn_decode_qk4_v8_d128_k_last")
+    rows = [row_from_trace(t) for t in chosen]
 """
 
 from __future__ import annotations
@@ -17,16 +25,10 @@ from typing import Any
 from fib_core.data.trace import EvaluationStatus
 from fib_core.errors import FibError
 from fib_core.report.attribution import reason_for
-from fib_core.report.results import (
-    LOG_TAIL_LINES,
-    Achieved,
-    RunResults,
-    Spread,
-    WorkloadResult,
-)
 from fib_core.report.roofline_view import RooflineView
 from fib_core.report.source_map import map_solution_paths
 from fib_core.report.verdict_notes import decided_by
+from fib_core.report.workload_result import LOG_TAIL_LINES, Spread, WorkloadResult
 
 _ERROR_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(Error|Exception|Interrupt)|error|Error|Killed)\b")
 _REASON_LIMIT = 200
@@ -36,18 +38,12 @@ def definition_name(definition: Any) -> str:
     return definition if isinstance(definition, str) else str(definition.name)
 
 
-def results_from_traces(
-    cls: type[RunResults],
-    traces: Iterable[Any],
-    definition: Any,
-    *,
-    gpu_name: str | None = None,
-    solution: str | None = None,
-    author: str | None = None,
-    device: str | None = None,
-) -> RunResults:
-    """See :meth:`RunResults.from_traces`."""
-    name = definition_name(definition)
+def latest_traces(
+    traces: Iterable[Any], name: str, solution: str | None = None
+) -> tuple[list[Any], str | None]:
+    """The evaluated traces of definition ``name`` (and of ``solution`` when given), the newest
+    one per workload in the first one's place, and the one solution they belong to; several
+    solutions among them without ``solution`` to pick one is an error."""
     mine = [t for t in traces if t.definition == name and t.evaluation is not None]
     if solution is not None:
         mine = [t for t in mine if t.solution == solution]
@@ -60,45 +56,8 @@ def results_from_traces(
     latest: dict[str, Any] = {}
     for t in mine:  # measured twice: the later trace (newer run) wins, in the first one's place
         latest[t.workload.uuid] = t
-    chosen = list(latest.values())
-    env = _environment(chosen[-1]) if chosen else {}
-    kind = device or _device_kind(chosen)
-    gpu = gpu_name or (env.get("hardware") if kind == "cuda" else None)
-    roofline = RooflineView(name, gpu if kind == "cuda" else None)
-    return cls(
-        definition=name,
-        solution=solution if solution is not None else (solutions[0] if solutions else None),
-        author=author,
-        device=kind,
-        gpu_name=gpu,
-        environment=env,
-        rows=[row_from_trace(t, roofline) for t in chosen],
-    )
-
-
-def results_by_solution(
-    traces: Iterable[Any],
-    *,
-    gpu_name: str | None = None,
-    authors: dict[str, str] | None = None,
-) -> list[RunResults]:
-    """One :class:`RunResults` per (definition, solution) found in ``traces``, first-seen order."""
-    groups: dict[tuple[str, str | None], list[Any]] = {}
-    for t in traces:
-        if t.evaluation is None:
-            continue
-        groups.setdefault((t.definition, t.solution), []).append(t)
-    authors = authors or {}
-    return [
-        RunResults.from_traces(
-            group,
-            definition,
-            gpu_name=gpu_name,
-            solution=solution,
-            author=authors.get(solution) if solution else None,
-        )
-        for (definition, solution), group in groups.items()
-    ]
+    found = solution if solution is not None else (solutions[0] if solutions else None)
+    return list(latest.values()), found
 
 
 def row_from_trace(trace: Any, roofline: RooflineView | None = None) -> WorkloadResult:
@@ -213,7 +172,8 @@ def _one_line(text: str) -> str:
     return first if len(first) <= _REASON_LIMIT else first[: _REASON_LIMIT - 3] + "..."
 
 
-def _environment(trace: Any) -> dict[str, Any]:
+def environment(trace: Any) -> dict[str, Any]:
+    """The trace's environment (``hardware`` and ``libs``) as a dict; empty when it has none."""
     env = getattr(trace.evaluation, "environment", None)
     if env is None:
         return {}
@@ -222,7 +182,7 @@ def _environment(trace: Any) -> dict[str, Any]:
     return {"hardware": getattr(env, "hardware", None), "libs": dict(getattr(env, "libs", {}))}
 
 
-def _device_kind(traces: list[Any]) -> str:
+def device_kind(traces: list[Any]) -> str:
     """ "cpu" when the engine says so (evaluation extra) or the hardware is a CPU, else "cuda"."""
     for t in reversed(traces):
         ev = t.evaluation
@@ -298,10 +258,12 @@ def _str(value: Any) -> str | None:
 
 
 __all__ = [
-    "Achieved",
+    "clocks_text",
+    "definition_name",
+    "device_kind",
+    "environment",
     "failure_reason",
+    "latest_traces",
     "log_tail",
-    "results_by_solution",
-    "results_from_traces",
     "row_from_trace",
 ]

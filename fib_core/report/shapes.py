@@ -20,7 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from fib_core.report.baseline import baseline_latencies, baseline_speedups
-from fib_core.report.results import RunResults, WorkloadResult
+from fib_core.report.results import RunResults
+from fib_core.report.workload_result import WorkloadResult
 
 
 @dataclass(frozen=True)

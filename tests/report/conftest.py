@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from fib_core.report.results import RunResults, Spread, WorkloadResult
+from fib_core.report.results import RunResults
+from fib_core.report.workload_result import Spread, WorkloadResult
 
 
 def _row(uuid: str, status: str = "PASSED", latency: float | None = None, **kw: Any) -> WorkloadResult:

@@ -8,8 +8,10 @@ from typing import Any
 
 from rich.console import Console
 
-from fib_core.report.render import fmt_ms, progress_bar, render_results
-from fib_core.report.results import CPU_SMOKE_MODE, Achieved
+from fib_core.report.formats import fmt_ms
+from fib_core.report.render import progress_bar, render_results
+from fib_core.report.results import CPU_SMOKE_MODE
+from fib_core.report.workload_result import Achieved
 
 
 def log_console(width: int = 80) -> tuple[Console, io.StringIO]:

@@ -11,12 +11,11 @@ from fib_core.errors import FibError
 from fib_core.report.results import (
     CPU_SMOKE_MODE,
     GPU_MODE,
-    Achieved,
     ResultsFileError,
     RunResults,
-    WorkloadResult,
     merge,
 )
+from fib_core.report.workload_result import Achieved, WorkloadResult
 
 
 def test_mode_label_follows_device(mkrun):

@@ -8,8 +8,8 @@ import pytest
 
 from fib_core.data.trace import Trace
 from fib_core.errors import FibError
-from fib_core.report.results import RunResults
-from fib_core.report.rows import failure_reason, log_tail, results_by_solution
+from fib_core.report.results import RunResults, results_by_solution
+from fib_core.report.rows import failure_reason, log_tail
 
 DEF = "gdn_decode_qk4_v8_d128_k_last"
 H100 = "NVIDIA H100 80GB HBM3"
