@@ -178,7 +178,8 @@ def test_the_timing_only_sets_are_made_in_a_thread_and_equal_the_seeded_sets(
     from fib_core.bench.config import BenchmarkConfig
     from fib_core.bench.evaluation import evaluator as evaluate
     from fib_core.bench.evaluation.environment import EnvironmentInfo
-    from fib_core.bench.evaluation.evaluator import Evaluator, _Failed
+    from fib_core.bench.evaluation.evaluator import Evaluator
+    from fib_core.bench.evaluation.failures import Failed
     from fib_core.bench.evaluation.inputs import generate_inputs
     from fib_core.bench.evaluation.reference_sets import checked_indices
 
@@ -206,7 +207,7 @@ def test_the_timing_only_sets_are_made_in_a_thread_and_equal_the_seeded_sets(
 
     monkeypatch.setattr(evaluate, "generate_timing_sets", broken)
     prep = ev._prepare(toy_definition, workload, cfg, None)
-    with pytest.raises(_Failed, match="inputs: set .* cannot be made"):
+    with pytest.raises(Failed, match="inputs: set .* cannot be made"):
         prep.complete()
 
 

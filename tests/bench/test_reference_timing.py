@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from fib_core.bench.config import BenchmarkConfig
-from fib_core.bench.evaluation import evaluator as evaluate
+from fib_core.bench.evaluation import reference_pass
 from fib_core.bench.evaluation import timers as timing
 from fib_core.bench.evaluation.environment import EnvironmentInfo
 from fib_core.bench.evaluation.evaluator import Evaluator
@@ -39,8 +39,8 @@ def timed_methods(monkeypatch, tmp_path):
         )
 
     monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(evaluate, "measure", fake_measure)
-    monkeypatch.setattr(evaluate, "reference_run", lambda definition: lambda x, y, alpha: alpha * x + y)
+    monkeypatch.setattr(reference_pass, "measure", fake_measure)
+    monkeypatch.setattr(reference_pass, "reference_run", lambda definition: lambda x, y, alpha: alpha * x + y)
     return seen
 
 
@@ -96,8 +96,8 @@ def test_contest_times_the_reference_with_the_judges_counts(
         return alpha * x + y
 
     monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(evaluate, "measure", fake_measure)
-    monkeypatch.setattr(evaluate, "reference_run", lambda definition: reference)
+    monkeypatch.setattr(reference_pass, "measure", fake_measure)
+    monkeypatch.setattr(reference_pass, "reference_run", lambda definition: reference)
     ev = Evaluator("cpu", EnvironmentInfo(device_kind="cuda", hardware="Fake GPU"))
     ev.kind = "cuda"
     ev._get_flusher = lambda: None  # type: ignore[method-assign]
@@ -138,8 +138,8 @@ def test_only_a_processs_first_reference_call_is_an_untimed_warm_up(
         return alpha * x + y
 
     monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(evaluate, "measure", fake_measure)
-    monkeypatch.setattr(evaluate, "reference_run", lambda definition: reference)
+    monkeypatch.setattr(reference_pass, "measure", fake_measure)
+    monkeypatch.setattr(reference_pass, "reference_run", lambda definition: reference)
     ev = Evaluator("cpu", EnvironmentInfo(device_kind="cuda", hardware="Fake GPU"))
     ev.kind = "cuda"
     ev._get_flusher = lambda: None  # type: ignore[method-assign]

@@ -47,7 +47,7 @@ def test_the_profiler_timer_leaves_torch_dynamo_unimported(tmp_path) -> None:
 def test_staging_copies_the_set_swaps_scalars_and_poisons_outputs(monkeypatch) -> None:
     import torch
 
-    from fib_core.bench.evaluation import evaluator as evaluate
+    from fib_core.bench.evaluation import input_sets
 
     source = [torch.arange(6.0), 3, torch.tensor([7, 8], dtype=torch.int32)]
     working = [torch.zeros(6), 1, torch.zeros(2, dtype=torch.int32)]
@@ -62,7 +62,7 @@ def test_staging_copies_the_set_swaps_scalars_and_poisons_outputs(monkeypatch) -
             target.copy_(src)
 
     monkeypatch.setattr(torch, "_foreach_copy_", foreach_copy)
-    stage = evaluate._Staging(working, [0, 1, 2], outputs)
+    stage = input_sets.Staging(working, [0, 1, 2], outputs)
     stage(source)
     # One batched copy for float32 (x and the float output); the int32 input and the int64
     # output are alone in their dtype (one plain copy each); the bool output has no poison
@@ -83,7 +83,7 @@ def test_staging_copies_a_large_tensor_on_its_own(monkeypatch) -> None:
     (whose kernel is slow on large tensors: 3.7x a plain copy on a 940 MB fp8 MoE weight)."""
     import torch
 
-    from fib_core.bench.evaluation import evaluator as evaluate
+    from fib_core.bench.evaluation import input_sets
 
     batched = []
 
@@ -93,9 +93,9 @@ def test_staging_copies_a_large_tensor_on_its_own(monkeypatch) -> None:
             target.copy_(src)
 
     monkeypatch.setattr(torch, "_foreach_copy_", foreach_copy)
-    monkeypatch.setattr(evaluate, "BATCHED_COPY_MAX_BYTES", 64)
+    monkeypatch.setattr(input_sets, "BATCHED_COPY_MAX_BYTES", 64)
     working = [torch.zeros(100), torch.zeros(3), torch.zeros(4)]  # 400, 12 and 16 bytes
-    stage = evaluate._Staging(working, [0, 1, 2], None)
+    stage = input_sets.Staging(working, [0, 1, 2], None)
     source = [torch.arange(100.0), torch.ones(3), torch.full((4,), 2.0)]
     stage(source)
     assert batched == [[3, 4]]
@@ -105,11 +105,11 @@ def test_staging_copies_a_large_tensor_on_its_own(monkeypatch) -> None:
 def test_staging_fills_outputs_over_the_template_budget(monkeypatch) -> None:
     import torch
 
-    from fib_core.bench.evaluation import evaluator as evaluate
+    from fib_core.bench.evaluation import input_sets
 
-    monkeypatch.setattr(evaluate, "POISON_TEMPLATE_BYTES", 8)
+    monkeypatch.setattr(input_sets, "POISON_TEMPLATE_BYTES", 8)
     out = torch.zeros(4)  # 16 bytes: no template, filled in place
-    stage = evaluate._Staging([torch.zeros(2)], [0], [out])
+    stage = input_sets.Staging([torch.zeros(2)], [0], [out])
     assert stage.templates == [] and stage.targets == [stage.working[0]]
     stage([torch.ones(2)])
     assert torch.isnan(out).all() and stage.working[0].tolist() == [1.0, 1.0]
@@ -118,11 +118,11 @@ def test_staging_fills_outputs_over_the_template_budget(monkeypatch) -> None:
 def test_copy_all_without_a_batched_copy_copies_one_by_one(monkeypatch) -> None:
     import torch
 
-    from fib_core.bench.evaluation import evaluator as evaluate
+    from fib_core.bench.evaluation import input_sets
 
     monkeypatch.delattr(torch, "_foreach_copy_")
     targets = [torch.zeros(2), torch.zeros(3)]
-    evaluate.copy_all(targets, [torch.ones(2), torch.full((3,), 2.0)])
+    input_sets.copy_all(targets, [torch.ones(2), torch.full((3,), 2.0)])
     assert targets[0].tolist() == [1.0, 1.0] and targets[1].tolist() == [2.0, 2.0, 2.0]
 
 
@@ -149,17 +149,19 @@ def test_rechecked_timed_calls_are_checked_from_device_or_host_copies(
     """Kept outputs of re-checked timed calls stay on the device within the budget and go to
     the host past it; either way an honest kernel passes and one that stops computing fails."""
     from fib_core.bench.config import BenchmarkConfig
-    from fib_core.bench.evaluation import evaluator as evaluate
+    from fib_core.bench.evaluation import solution_timing
     from fib_core.bench.evaluation.check import resolve_tolerance
     from fib_core.bench.evaluation.environment import EnvironmentInfo
+    from fib_core.bench.evaluation.evaluator import Evaluator
+    from fib_core.bench.evaluation.failures import Failed
 
     monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(evaluate, "KEPT_ON_DEVICE_BYTES", budget)
+    monkeypatch.setattr(solution_timing, "KEPT_ON_DEVICE_BYTES", budget)
     hosted = []
-    real = evaluate._to_host
-    monkeypatch.setattr(evaluate, "_to_host", lambda v: (hosted.append(v), real(v))[1])
+    real = solution_timing.to_host
+    monkeypatch.setattr(solution_timing, "to_host", lambda v: (hosted.append(v), real(v))[1])
     cfg = BenchmarkConfig(device="cpu", warmup_runs=1, iterations=3, num_trials=2)
-    ev = evaluate.Evaluator("cpu", EnvironmentInfo(device_kind="cpu", hardware="cpu"))
+    ev = Evaluator("cpu", EnvironmentInfo(device_kind="cpu", hardware="cpu"))
     tol = resolve_tolerance(toy_definition, cfg)
     for honest, passes in ((10**6, True), (1, False)):
         prep = ev._prepare(toy_definition, toy_workloads[0], cfg, None)
@@ -169,7 +171,7 @@ def test_rechecked_timed_calls_are_checked_from_device_or_host_copies(
             result = ev._time_solution(toy_definition, _Lazy(honest), prep, tol, cfg)
             assert result.latency_ms > 0
         else:
-            with pytest.raises(evaluate._Failed, match="outputs of timed call"):
+            with pytest.raises(Failed, match="outputs of timed call"):
                 ev._time_solution(toy_definition, _Lazy(honest), prep, tol, cfg)
         # last call of each trial plus one sampled call per trial: 4 kept output tuples
         assert len(hosted) == (4 if budget == 0 else 0)
@@ -179,7 +181,7 @@ def test_a_dtype_the_batched_copy_refuses_is_copied_one_by_one(monkeypatch) -> N
     """The refusal is asked once per dtype group: later calls copy one by one at once."""
     import torch
 
-    from fib_core.bench.evaluation import evaluator as evaluate
+    from fib_core.bench.evaluation import input_sets
 
     asked = []
 
@@ -192,11 +194,11 @@ def test_a_dtype_the_batched_copy_refuses_is_copied_one_by_one(monkeypatch) -> N
 
     monkeypatch.setattr(torch, "_foreach_copy_", refuse_int)
     targets = [torch.zeros(2), torch.zeros(3)]
-    assert not evaluate.copy_all(targets, [torch.ones(2), torch.full((3,), 2.0)], batched=False)
+    assert not input_sets.copy_all(targets, [torch.ones(2), torch.full((3,), 2.0)], batched=False)
     assert targets[0].tolist() == [1.0, 1.0] and targets[1].tolist() == [2.0, 2.0, 2.0]
     working = [torch.zeros(2), torch.zeros(2, dtype=torch.int32)] * 2
     working = [t.clone() for t in working]
-    stage = evaluate._Staging(working, [0, 1, 2, 3], None)
+    stage = input_sets.Staging(working, [0, 1, 2, 3], None)
     for k in (1, 2, 3):
         stage([torch.full((2,), float(k)), torch.full((2,), k, dtype=torch.int32)] * 2)
         assert all(t.tolist() == [k, k] for t in working)
@@ -206,14 +208,14 @@ def test_a_dtype_the_batched_copy_refuses_is_copied_one_by_one(monkeypatch) -> N
 def test_without_memory_for_templates_the_outputs_are_filled_in_place(monkeypatch) -> None:
     import torch
 
-    from fib_core.bench.evaluation import evaluator as evaluate
+    from fib_core.bench.evaluation import input_sets
 
     def no_memory(value):
         raise torch.OutOfMemoryError("CUDA out of memory")
 
-    monkeypatch.setattr(evaluate, "_copy", no_memory)
+    monkeypatch.setattr(input_sets, "copy_output", no_memory)
     out = torch.zeros(4)
-    stage = evaluate._Staging([torch.zeros(2)], [0], [out])
+    stage = input_sets.Staging([torch.zeros(2)], [0], [out])
     assert stage.templates == [] and stage.filled == [out]
     stage([torch.ones(2)])
     assert torch.isnan(out).all()
