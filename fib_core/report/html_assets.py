@@ -43,7 +43,8 @@ th{background:#f6f8fa}td.l,th.l{text-align:left}
 .score{font-size:18px;font-weight:600;margin-bottom:4px}ul.details{margin-top:2px;color:#424a53;
 font-size:14px}pre{background:#f6f8fa;padding:6px;font-size:12px;overflow-x:auto;
 text-align:left}svg{width:100%;height:auto;display:block}
-.scroll{max-height:75vh;overflow:auto;border:1px solid #d0d7de;margin:6px 0}
+.scroll{max-height:75vh;overflow:auto;border:1px solid #d0d7de;margin:6px 0;width:fit-content;
+max-width:100%}
 .scroll table{margin:0}
 table.sortable thead th{position:sticky;top:0;z-index:1;cursor:pointer;user-select:none}
 table.sortable thead th[aria-sort=ascending]::after{content:" \\25B2";font-size:10px}

@@ -265,6 +265,8 @@ def _ms(fig: Callable[[WorkloadResult], float | None]) -> Callable[[WorkloadResu
 def _p10_p90(r: WorkloadResult) -> _Cell:
     """The spread of the timed calls as a share of the latency; the range as its tooltip."""
     s = r.spread
+    if r.samples == 1:  # p10 = p90 = the one call: no spread measured, not a spread of 0
+        return _Cell("-", title="one timed call: no spread")
     if not s or s.p10_ms is None or s.p90_ms is None:
         return _Cell("-")
     width = s.relative_width(r.latency_ms)

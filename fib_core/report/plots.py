@@ -182,7 +182,7 @@ def history_svg(points: Sequence[HistoryPoint], ylabel: str, salt: str) -> str |
     ax.set_title("Score over the recorded runs (red: a workload failed, scored 0)",
                  fontsize=_FONT + 1)
     if labelled:
-        ax.legend(loc="lower right", fontsize=_FONT - 1)
+        ax.legend(loc="best", fontsize=_FONT - 1)  # scores sit high, or at 0 where runs failed
     return _svg(fig, salt)
 
 

@@ -105,8 +105,7 @@ def _png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
-@pytest.fixture
-def decode_page(tmp_path: Path, mkrow, mkrun, spread) -> Path:
+def decode_html(mkrow, mkrun, spread) -> str:
     """A GDN decode GPU report: 4 batch sizes x 3 workloads, the baseline measured, one
     workload failing, a previous run and a history of three runs (two of one solution)."""
     def run(factor: float, solution: str, hour: int):
@@ -132,9 +131,13 @@ def decode_page(tmp_path: Path, mkrow, mkrun, spread) -> Path:
         return rec
 
     first, second, third = run(1.2, "1", 1), run(1.0, "2", 2), run(1.01, "2", 3)
+    return build_html([ReportSection(third, previous=second, history=[first, second, third])])
+
+
+@pytest.fixture
+def decode_page(tmp_path: Path, mkrow, mkrun, spread) -> Path:
     page = tmp_path / "decode.html"
-    page.write_text(build_html([ReportSection(third, previous=second,
-                                              history=[first, second, third])]))
+    page.write_text(decode_html(mkrow, mkrun, spread))
     return page
 
 
@@ -289,14 +292,21 @@ def test_cpu_smoke_report_renders_cleanly(tmp_path: Path, mkrecord) -> None:
     for row in cpu.results.rows:  # as a CPU smoke run records them: the reference not timed
         row.speedup = row.reference_latency_ms = row.floor_ms = row.roofline_fraction = None
         row.timing_method, row.l2_policy = "wall-clock", "not flushed (CPU)"
+        row.samples = 1  # one timed call: its p10 and p90 are that call
     page = tmp_path / "cpu.html"
     page.write_text(build_html([ReportSection(cpu)]))
     with Page(page, width=WIDTH) as opened:
         headline = opened.evaluate("document.querySelector('p.score').textContent")
         columns = opened.evaluate("Array.from(document.querySelectorAll("
                                   "'table.workloads th')).map(th => th.textContent)")
+        spreads = _visible(opened, "p10-p90")
+        boxes = opened.evaluate("Array.from(document.querySelectorAll('div.scroll')).map(b =>"
+                                " b.getBoundingClientRect().width - b.querySelector('table')"
+                                ".getBoundingClientRect().width)")
         assert opened.errors == [] and opened.messages == []
     assert headline.startswith("No score: CPU smoke run, correctness only")
+    assert spreads == ["-", "-", "-"]  # no spread measured, not a spread of 0 %
+    assert boxes and all(0 <= gap <= 2 for gap in boxes)  # a small table's box fits around it
     assert {"timing", "clocks", "L2", "samples", "max rel err", "roofline floor"} <= set(columns)
     png = screenshot(page, tmp_path / "cpu.png", width=WIDTH)
     width, height = _png_size(png)
