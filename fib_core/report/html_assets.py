@@ -51,6 +51,7 @@ table.sortable thead th[aria-sort=ascending]::after{content:" \\25B2";font-size:
 table.sortable thead th[aria-sort=descending]::after{content:" \\25BC";font-size:10px}
 .filters{font-size:13px;margin:8px 0}.filters label{margin-right:14px}
 table.workloads:not(.all-columns) .more{display:none}
+table.workloads.all-columns td.wrap{white-space:nowrap}
 """
 
 # Sorting and filtering of every table.sortable / div.filters on the page.
