@@ -24,11 +24,11 @@ import torch
 from bench_common import needs_gpu
 
 from fib_core.bench.evaluation.inputs import generate_inputs
-from fib_core.bench.evaluation.reference import reference_run
 from fib_core.bench.evaluation.timers import available_methods, measure
 from fib_core.bench.grading import eval_settings
 from fib_core.data.traceset import TraceSet
 from fib_core.dataset import embedded_dataset_path
+from fib_core.dataset.references import reference_run
 
 QUICK_DEFINITION = "gdn_decode_qk4_v8_d128_k_last"
 

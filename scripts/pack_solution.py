@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the vendored fib_core
 
+from fib_core.bench.containment.source_audit import audit_solution  # noqa: E402
 from fib_core.data.json_io import dump_json  # noqa: E402
 from fib_core.errors import ConfigError  # noqa: E402
-from fib_core.project.audit import audit_solution  # noqa: E402
 from fib_core.project.entry import run_script  # noqa: E402
 from fib_core.project.pack import describe  # noqa: E402
 from fib_core.project.track_run import per_definition_path, selected_definitions  # noqa: E402

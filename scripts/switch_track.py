@@ -21,13 +21,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the vendored fib_core
 
+from fib_core.dataset.tracks import TRACKS  # noqa: E402
 from fib_core.project.entry import run_script  # noqa: E402
 from fib_core.project.switch import (  # noqa: E402
     add_definition,
     available_starters,
     switch_track,
 )
-from fib_core.project.tracks import TRACKS  # noqa: E402
 
 
 def main() -> int:

@@ -24,10 +24,10 @@ timers themselves are those of :mod:`fib_core.bench.evaluation.timers`; only the
 here. Runs in a child process: the solution is untrusted code, and a crash there must not take
 the finished benchmark with it.
 
-Example (what ``run_local.py --cross-check`` prints, per workload)::
+Example (what ``run_local.py --cross-check`` measures, per workload; the table it prints is
+:func:`fib_core.project.cross_check_table.print_cross_check`'s)::
 
     rows, notes = cross_check_shard(request, workload_traces, "cuda", dataset_path)
-    print_cross_check(rows, notes, console)
 """
 
 from __future__ import annotations
@@ -390,47 +390,6 @@ def profile_call(call, repeats: int = 3) -> tuple[int | None, float | None]:
         return max(1, round(len(device) / repeats)), busy_us / 1e3
     except Exception:  # noqa: BLE001 - the figures only refine the model
         return None, None
-
-
-def print_cross_check(rows: list[dict[str, Any]], notes: list[str], console: Any) -> None:
-    """The cross-check table: latency per method, ratio to the span, and the verdict."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    from fib_core.report.render import fmt_ms
-
-    for note in notes:
-        console.print(f"[yellow]{escape(note)}[/yellow]", highlight=False)
-    if not rows:
-        return
-    parsed = [CrossCheckRow.from_dict(r) for r in rows]
-    table = Table(title="Timer cross-check (median per call; ratio to the device span)")
-    table.add_column("workload")
-    table.add_column("kernels", justify="right")
-    for m in METHODS:
-        table.add_column(m, justify="right")
-    table.add_column("verdict")
-    for row in parsed:
-        ratios = row.ratios()
-        cells = []
-        for m in METHODS:
-            if m in row.latencies_ms:
-                ratio = f" ({ratios[m]:.2f}x)" if m in ratios and m != row.reference else ""
-                cells.append(fmt_ms(row.latencies_ms[m]) + ratio)
-            else:
-                cells.append("n/a")
-        verdict = "[red]DISAGREE[/red]" if row.flagged else "[green]agree[/green]"
-        table.add_row(row.uuid[:8], str(row.kernels or "?"), *cells, verdict)
-    console.print(table, highlight=False)
-    for row in parsed:
-        if row.flagged:
-            console.print(f"  {row.uuid[:8]}: {escape(row.reason)}", highlight=False)
-        if row.note:
-            console.print(f"  {row.uuid[:8]}: note: {escape(row.note)}", highlight=False)
-    missing = {m: why for row in parsed for m, why in row.unavailable.items()}
-    for m, why in missing.items():
-        console.print(f"  {m}: {escape(why)}", highlight=False)
-    console.print(escape(MODEL_NOTE), highlight=False)
 
 
 def _first_line(err: BaseException) -> str:

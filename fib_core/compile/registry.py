@@ -51,7 +51,9 @@ class BuilderRegistry:
 
     def build_reference(self, defn: Any) -> Runnable:
         """The definition's reference ``run`` as a value-returning Runnable."""
-        from fib_core.bench.evaluation.reference import reference_run
+        # Imported here for start-up time: the dataset's registry (about 10 ms) is not needed
+        # by the processes that import this module to build solutions.
+        from fib_core.dataset.references import reference_run
 
         fn = reference_run(defn)
         return Runnable(fn, dps=False, definition=defn, meta={"builder": "reference"})

@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         from fib_core.dataset import registry
-        from fib_core.project.tracks import tracks
+        from fib_core.dataset.tracks import tracks
 
         track_of = {name: track for track, names in tracks().items() for name in names}
         for entry in registry.entries():

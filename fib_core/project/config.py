@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from fib_core.bench.settings import SETTINGS
+from fib_core.dataset.tracks import TRACKS, track_of
 from fib_core.errors import ConfigError
-from fib_core.project.tracks import TRACKS, track_of
 
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")  # a solution name: also a file name
 

@@ -429,7 +429,7 @@ def finish(
     cross = [row for s in shards for row in s.cross_check]
     cross_notes = list(dict.fromkeys(n for s in shards for n in s.cross_check_notes))
     if cross or cross_notes:
-        from fib_core.bench.cross_check import print_cross_check
+        from fib_core.project.cross_check_table import print_cross_check
 
         print_cross_check(cross, cross_notes, console)
     from fib_core.project.strict_view import print_correctness_view

@@ -168,7 +168,7 @@ def check_definition(
     for finding in plan.findings:
         style = "red" if finding.severity == ERROR else "yellow"
         console.print(f"  [{style}]{escape(str(finding))}[/]", highlight=False)
-    from fib_core.project.audit import audit_solution
+    from fib_core.bench.containment.source_audit import audit_solution
 
     for suspect in audit_solution(plan.solution):  # the harness-tampering audit: shown only
         console.print(f"  [yellow]{escape(f'warning: {suspect} [tampering]')}[/]", highlight=False)

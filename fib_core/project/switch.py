@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fib_core.atomic import atomic_write_text
+from fib_core.dataset.tracks import TRACKS, track_of
 from fib_core.errors import ConfigError
 from fib_core.project.config import SCHEMA, closest, load_config
 from fib_core.project.template import config_values, render_config, written_build
-from fib_core.project.tracks import TRACKS, track_of
 
 STARTER_FILE = "starter.toml"
 

@@ -39,9 +39,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from fib_core.dataset.tracks import TRACKS
 from fib_core.errors import ConfigError
 from fib_core.project.config import SCHEMA, KitConfig, closest, config_from_dict, load_config
-from fib_core.project.tracks import TRACKS
 
 # Keys a [track.<definition>] table may hold: its own [solution] keys and every [build] key.
 OWN_SOLUTION_KEYS = ("name", "description")

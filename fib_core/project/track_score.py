@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fib_core.data.scoring import track_mean
-from fib_core.project.tracks import TRACKS
+from fib_core.dataset.tracks import TRACKS
 
 
 @dataclass(frozen=True)

@@ -157,7 +157,7 @@ def test_registry_builds_once_and_clear_closes(ts: TraceSet, definition: Definit
     inputs = _inputs()
     reference = registry.build_reference(definition)
     torch.testing.assert_close(runnable(**inputs), reference(**inputs))
-    from fib_core.bench.evaluation.reference import reference_run
+    from fib_core.dataset.references import reference_run
 
     torch.testing.assert_close(
         reference(**inputs), reference_run(definition)(inputs["x"], inputs["y"], inputs["alpha"])

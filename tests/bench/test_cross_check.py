@@ -16,8 +16,8 @@ from fib_core.bench.cross_check import (
     cross_check_shard,
     host_gap_note,
     judge,
-    print_cross_check,
 )
+from fib_core.project.cross_check_table import print_cross_check
 
 
 def test_agreeing_timers_pass_and_ratios_use_the_span() -> None:

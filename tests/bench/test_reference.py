@@ -87,7 +87,7 @@ def test_unwritable_cache_only_warns(toy_definition, toy_workloads, tmp_path, ca
 
 
 def test_a_reference_that_fails_to_load_is_a_reference_failure(toy_definition):
-    from fib_core.bench.evaluation.reference import ReferenceFailure, reference_run
+    from fib_core.dataset.references import ReferenceFailure, reference_run
     from fib_core.errors import FibError
 
     broken = toy_definition.model_copy(

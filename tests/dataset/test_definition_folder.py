@@ -165,7 +165,7 @@ def test_engine_lookups_reach_the_folder(toy_path: Path) -> None:
     from fib_core.bench.grading import eval_settings
     from fib_core.data import Definition
     from fib_core.dataset.roofline import workload_cost
-    from fib_core.project.tracks import tracks
+    from fib_core.dataset.tracks import tracks
 
     toy = registry.get(TOY)
     assert input_generator_for(TOY) is toy.generator

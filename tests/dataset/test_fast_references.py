@@ -13,9 +13,10 @@ import torch
 
 from fib_core.bench.evaluation.check import check_outputs, resolve_tolerance
 from fib_core.bench.evaluation.inputs import generate_inputs
-from fib_core.bench.evaluation.reference import fast_reference_for, reference_run
+from fib_core.bench.evaluation.reference import fast_reference_for
 from fib_core.data.traceset import TraceSet
 from fib_core.dataset import embedded_dataset_path, registry
+from fib_core.dataset.references import reference_run
 
 GDN_PREFILL = "gdn_prefill_qk4_v8_d128_k_last"
 # The definition folder's fast_reference.py, loaded as the engine loads it.

@@ -11,6 +11,7 @@ import time
 import pytest
 import torch
 
+from fib_core.bench.containment.source_audit import audit_sources
 from fib_core.bench.evaluation.judge import TaskLedger, final_result, validate_result
 from fib_core.bench.evaluation.logs import clip_text, read_bounded
 from fib_core.bench.evaluation.wire import (
@@ -21,7 +22,6 @@ from fib_core.bench.evaluation.wire import (
     send_frame,
     validate_values,
 )
-from fib_core.project.audit import audit_sources
 
 
 @pytest.fixture

@@ -118,7 +118,7 @@ def test_ci_installs_into_a_fresh_virtualenv(repo_root: Path) -> None:
 def test_readme_definition_table_is_the_registry(repo_root: Path, monkeypatch) -> None:
     """The "Tracks and definitions" table lists exactly the registered definitions and tracks."""
     monkeypatch.delenv("FIB_DEFINITIONS_PATH", raising=False)
-    from fib_core.project.tracks import tracks
+    from fib_core.dataset.tracks import tracks
 
     text = (repo_root / "README.md").read_text()
     section = text.split("## Tracks and definitions", 1)[1].split("\n## ", 1)[0]

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from fib_core.bench.config import BenchmarkConfig
+from fib_core.bench.containment.source_audit import audit_solution
 from fib_core.bench.engine.pool import (
     JudgeHandle,
     WorkerDied,
@@ -314,8 +315,6 @@ class Engine:
 
     def _audit(self, solution: Any) -> list[str]:
         """Static audit findings of a solution's sources (computed once per solution)."""
-        from fib_core.project.audit import audit_solution
-
         key = solution.hash()
         if key not in self._audits:
             self._audits[key] = [str(f) for f in audit_solution(solution)]

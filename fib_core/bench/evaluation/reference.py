@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fib_core.atomic import atomic_write
-from fib_core.dataset.registry import exec_reference
-from fib_core.errors import FibError
+from fib_core.dataset.references import ReferenceFailure, reference_run
 from fib_core.paths import cache_dir
 
 if TYPE_CHECKING:
@@ -31,38 +30,7 @@ log = logging.getLogger("fib_core.bench")
 
 # Bump when the way inputs are generated changes: every cached reference becomes stale.
 INPUTS_VERSION = "1"
-_LOADED: dict[str, Callable[..., Any]] = {}
 _FAST: dict[str, Callable[..., Any]] = {}
-
-
-class ReferenceFailure(FibError):
-    """The definition's reference cannot be loaded or returned something unusable."""
-
-
-def reference_run(definition: Definition) -> Callable[..., Any]:
-    """The ``run`` function of a Definition's ``reference`` text, executed once per content.
-
-    (:func:`fib_core.dataset.references.load_reference` is the by-name lookup of a registered
-    definition folder's whole reference namespace; this one takes any Definition, as loaded
-    from a dataset.)
-    """
-    key = definition.content_hash()
-    fn = _LOADED.get(key)
-    if fn is None:
-        try:
-            namespace = exec_reference(
-                definition.reference, definition.name, f"<reference of {definition.name}>"
-            )
-        except Exception as err:
-            raise ReferenceFailure(
-                f"definition {definition.name!r}: its reference fails to load: "
-                f"{type(err).__name__}: {err}"
-            ) from None
-        fn = namespace.get("run")
-        if not callable(fn):
-            raise ReferenceFailure(f"definition {definition.name!r}: reference defines no run()")
-        _LOADED[key] = fn
-    return fn
 
 
 def clone_args(values: Sequence) -> list:

@@ -19,7 +19,6 @@ from fib_core.bench.evaluation.reference import (
     latency_key,
     reference_keys,
     reference_result,
-    reference_run,
 )
 from fib_core.bench.evaluation.reference_sets import (
     REFERENCE_TIMING_VERSION,
@@ -27,6 +26,7 @@ from fib_core.bench.evaluation.reference_sets import (
     run_references,
 )
 from fib_core.bench.evaluation.timers import measure, reference_method
+from fib_core.dataset.references import reference_run
 
 
 class ReferencePass:

@@ -9,7 +9,7 @@ processes that leave the session, changing process-wide state. Each finding name
 
 Example::
 
-    from fib_core.project.audit import audit_sources
+    from fib_core.bench.containment.source_audit import audit_sources
     for finding in audit_sources([("main.py", source_text)]):
         print(finding)   # main.py:12: frame introspection (sys._getframe) ...
 """
