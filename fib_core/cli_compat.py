@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from fib_core.cli import cli as cli  # the console entry point, defined with the kit's CLI
+from fib_core.commands import cli as cli  # the console entry point, defined with the kit's CLI
 from fib_core.errors import FibError
 
 # Namespace attribute -> kit flag, for the value flags of ``run``.
@@ -60,7 +60,7 @@ def _local_flags(args: argparse.Namespace) -> list[str]:
 
 
 def _kit_main(argv: Sequence[str]) -> int:
-    from fib_core.cli import main
+    from fib_core.commands import main
 
     return main(list(argv))
 

@@ -76,3 +76,8 @@ class _Tracks(Mapping[str, tuple[str, ...]]):
 
 CANONICAL_TRACKS = frozenset(TRACK_ALIASES.values())
 TRACKS: Mapping[str, tuple[str, ...]] = _Tracks()
+
+
+def track_of_definition(definition: str) -> str | None:
+    """The track that holds ``definition`` (``gated_delta_net`` for GDN decode), or None."""
+    return next((t for t, defs in TRACKS.items() if definition in defs), None)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fib_core.bench.settings import SETTINGS
-from fib_core.dataset.tracks import TRACKS, track_of
+from fib_core.dataset.tracks import TRACKS, track_of, track_of_definition
 from fib_core.errors import ConfigError
 
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")  # a solution name: also a file name
@@ -119,6 +119,11 @@ SCHEMA: dict[str, dict[str, Key]] = {
         if s.key
     },
 }
+
+
+# Keys a [track.<definition>] table may hold: its own [solution] keys and every [build] key.
+OWN_SOLUTION_KEYS = ("name", "description")
+TABLE_KEYS = (*OWN_SOLUTION_KEYS, *SCHEMA["build"])
 
 
 @dataclass
@@ -261,8 +266,6 @@ def config_from_dict(
     bench = BenchmarkDefaults(**values["benchmark"])
     _check_definition_name(path, sol.definition)
     if track is None:
-        from fib_core.project.track import parse_track
-
         track = parse_track(path, data)
     folder = source_folder(sol.definition, build.language, bool(track))
     _check_entry_point(path, build, table or "build", folder)
@@ -275,6 +278,77 @@ def config_from_dict(
         track=track,
         table=table or "build",
     )
+
+
+def parse_track(path: Path, data: dict[str, Any]) -> tuple[str, ...]:
+    """The ``[track]`` definitions of parsed ``config.toml`` data, validated; () without one.
+
+    Checks: a list of distinct definition names of one track, the default definition
+    (``[solution] definition``) among them, a ``[track.<definition>]`` table for every other
+    one and none for the default, only known keys in each table.
+    """
+    table = data.get("track")
+    if table is None:
+        return ()
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [track] must be a table (definitions = [...])")
+    defs = table.get("definitions")
+    if not isinstance(defs, list) or not defs or not all(isinstance(d, str) for d in defs):
+        raise ConfigError(
+            f"{path}: [track] definitions must be a non-empty list of definition names"
+        )
+    if len(set(defs)) != len(defs):
+        raise ConfigError(f"{path}: [track] definitions lists a definition twice")
+    default = (data.get("solution") or {}).get("definition")
+    if default not in defs:
+        guess = closest(default, defs) if isinstance(default, str) else None
+        hint = f"; did you mean '{guess}'?" if guess else ""
+        raise ConfigError(
+            f"{path}: [track] definitions must include [solution] definition = {default!r} "
+            f"(the default definition){hint}"
+        )
+    unknown = [d for d in defs if track_of_definition(d) is None]
+    if unknown:
+        every = [d for names in TRACKS.values() for d in names]
+        guess = closest(unknown[0], every)
+        hint = f"did you mean '{guess}'?" if guess else f"known: {', '.join(every)}"
+        raise ConfigError(
+            f"{path}: [track] definitions lists '{unknown[0]}', which is no contest definition; "
+            f"{hint}"
+        )
+    tracks = {track_of_definition(d) for d in defs}
+    if len(tracks) != 1:
+        known = "; ".join(t + ": " + ", ".join(v) for t, v in TRACKS.items())
+        raise ConfigError(
+            f"{path}: [track] definitions {defs} are not the definitions of one track ({known})"
+        )
+    for key, value in table.items():
+        if key == "definitions":
+            continue
+        if key not in defs or not isinstance(value, dict):
+            guess = closest(key, defs) if isinstance(value, dict) else None
+            hint = f" (did you mean [track.{guess}]?)" if guess else ""
+            raise ConfigError(
+                f"{path}: [track] unknown key '{key}'{hint}; expected definitions = [...] and "
+                "one [track.<definition>] table per listed definition"
+            )
+        if key == default:
+            raise ConfigError(
+                f"{path}: [track.{key}] repeats the default definition, whose settings are "
+                "[solution] and [build]; delete that table"
+            )
+        for k in value:
+            if k not in TABLE_KEYS:
+                guess = closest(k, TABLE_KEYS)
+                hint = f"; did you mean '{guess}'?" if guess else ""
+                raise ConfigError(f"{path}: [track.{key}] unknown key '{k}'{hint}")
+    for d in defs:
+        if d != default and d not in table:
+            raise ConfigError(
+                f"{path}: [track] lists {d} but there is no [track.{d}] table "
+                "(python scripts/switch_track.py DEFINITION --add writes one)"
+            )
+    return tuple(defs)
 
 
 def _section_values(path: Path, section: str, table: dict[str, Any], keys: dict[str, Key]) -> dict:

@@ -153,12 +153,10 @@ class RunRecording:
 
 def run_config(request: Any) -> dict[str, Any]:
     """The settings of a run request that decide what was measured."""
-    from fib_core.project.runflow import uses_quick_subset
-
     return {
         "engine": dict(request.engine),
         "filters": list(request.filters) if request.filters else None,
-        "quick": uses_quick_subset(request, request.device),
+        "quick": request.uses_quick_subset(request.device),
         "build": dict(request.build),
         "device": request.device,
         "cross_check": bool(getattr(request, "cross_check", False)),

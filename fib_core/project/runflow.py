@@ -101,6 +101,12 @@ class RunRequest:
     def for_shard(self, index: int, count: int) -> RunRequest:
         return RunRequest(**{**asdict(self), "shard": index, "num_shards": count})
 
+    def uses_quick_subset(self, device: str | None) -> bool:
+        """The quick subset: asked for (``--quick``), or a CPU run whose workloads nobody
+        named (the CPU smoke run's default; workloads named by ``--workloads`` or config.toml
+        still win)."""
+        return self.quick or (device == "cpu" and not self.filters)
+
 
 @dataclass
 class ShardResult:
@@ -208,14 +214,8 @@ def shard_of(items: list, index: int, count: int) -> list:
     return items[index::count]
 
 
-def uses_quick_subset(request: RunRequest, device: str | None) -> bool:
-    """The quick subset: asked for (``--quick``), or a CPU run whose workloads nobody named
-    (the CPU smoke run's default; workloads named by ``--workloads`` or config.toml still win)."""
-    return request.quick or (device == "cpu" and not request.filters)
-
-
 def select_for(request: RunRequest, trace_set: Any, device: str) -> list[Trace]:
-    """The request's workloads, in dataset order (see :func:`uses_quick_subset`)."""
+    """The request's workloads, in dataset order (see :meth:`RunRequest.uses_quick_subset`)."""
     from fib_core.dataset.roofline import workload_cost
 
     workloads = trace_set.workloads.get(request.definition, [])
@@ -231,7 +231,7 @@ def select_for(request: RunRequest, trace_set: Any, device: str) -> list[Trace]:
     except KeyError:  # no cost model for this definition: selection's own size proxy
         cost = None  # type: ignore[assignment]
     return select_workloads(
-        workloads, request.filters, quick=uses_quick_subset(request, device), cost=cost
+        workloads, request.filters, quick=request.uses_quick_subset(device), cost=cost
     )
 
 
@@ -298,7 +298,7 @@ def execute(
         device=device,
         gpu_name=gpu,
         total_workloads=len(trace_set.workloads.get(request.definition, [])),
-        quick=uses_quick_subset(request, device),
+        quick=request.uses_quick_subset(device),
         author=solution.author,
     )
     if device == "cuda" and request.baseline:

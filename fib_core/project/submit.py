@@ -337,7 +337,7 @@ def show_plan(
         for label, text in rows:
             console.print(f"    {label:<9} {text}", highlight=False, soft_wrap=True)
     if whole and plans and all(p.evidence and p.evidence.score is not None for p in plans):
-        from fib_core.project.track import track_of_definition
+        from fib_core.dataset.tracks import track_of_definition
         from fib_core.project.track_score import track_score
 
         track = track_of_definition(plans[0].definition)

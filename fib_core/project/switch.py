@@ -183,7 +183,8 @@ def add_definition(root: Path, definition: str, language: str | None = None) -> 
     ``solution/<definition>/<language>/`` and gets its ``[track.<definition>]`` table. Only
     definitions of the fork's own track can be added.
     """
-    from fib_core.project.track import read_toml, render_track, track_of_definition
+    from fib_core.dataset.tracks import track_of_definition
+    from fib_core.project.track import read_toml, render_track
 
     root = Path(root)
     starters = available_starters(root)

@@ -23,10 +23,10 @@ HEADER = """\
 """
 
 
-def _value(v: Any) -> str:
+def toml_value(v: Any) -> str:
     """One TOML value on one line (tomli_w formats; arrays are kept inline)."""
     if isinstance(v, list):
-        return "[" + ", ".join(_value(x) for x in v) + "]"
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
     try:
         import tomli_w
     except ImportError:  # a bare GPU image: the scalar forms config.toml uses, written here
@@ -70,9 +70,9 @@ def render_config(values: dict[str, dict[str, Any]], *, track: bool = False) -> 
             doc = spec.doc.replace("solution/<language>/", TRACK_SOURCES) if track else spec.doc
             lines.append(f"# {doc}")
             if key in given and given[key] is not None:
-                lines.append(f"{key} = {_value(given[key])}")
+                lines.append(f"{key} = {toml_value(given[key])}")
             elif spec.example is not None:
-                lines.append(f"# {key} = {_value(spec.example)}")
+                lines.append(f"# {key} = {toml_value(spec.example)}")
         lines.append("")
     return "\n".join(lines)
 

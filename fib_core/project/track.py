@@ -39,89 +39,10 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from fib_core.dataset.tracks import TRACKS
+from fib_core.dataset.tracks import track_of_definition
 from fib_core.errors import ConfigError
-from fib_core.project.config import SCHEMA, KitConfig, closest, config_from_dict, load_config
-
-# Keys a [track.<definition>] table may hold: its own [solution] keys and every [build] key.
-OWN_SOLUTION_KEYS = ("name", "description")
-TABLE_KEYS = (*OWN_SOLUTION_KEYS, *SCHEMA["build"])
-
-
-def track_of_definition(definition: str) -> str | None:
-    """The track that holds ``definition`` (``gated_delta_net`` for GDN decode), or None."""
-    return next((t for t, defs in TRACKS.items() if definition in defs), None)
-
-
-def parse_track(path: Path, data: dict[str, Any]) -> tuple[str, ...]:
-    """The ``[track]`` definitions of parsed ``config.toml`` data, validated; () without one.
-
-    Checks: a list of distinct definition names of one track, the default definition
-    (``[solution] definition``) among them, a ``[track.<definition>]`` table for every other
-    one and none for the default, only known keys in each table.
-    """
-    table = data.get("track")
-    if table is None:
-        return ()
-    if not isinstance(table, dict):
-        raise ConfigError(f"{path}: [track] must be a table (definitions = [...])")
-    defs = table.get("definitions")
-    if not isinstance(defs, list) or not defs or not all(isinstance(d, str) for d in defs):
-        raise ConfigError(
-            f"{path}: [track] definitions must be a non-empty list of definition names"
-        )
-    if len(set(defs)) != len(defs):
-        raise ConfigError(f"{path}: [track] definitions lists a definition twice")
-    default = (data.get("solution") or {}).get("definition")
-    if default not in defs:
-        guess = closest(default, defs) if isinstance(default, str) else None
-        hint = f"; did you mean '{guess}'?" if guess else ""
-        raise ConfigError(
-            f"{path}: [track] definitions must include [solution] definition = {default!r} "
-            f"(the default definition){hint}"
-        )
-    unknown = [d for d in defs if track_of_definition(d) is None]
-    if unknown:
-        every = [d for names in TRACKS.values() for d in names]
-        guess = closest(unknown[0], every)
-        hint = f"did you mean '{guess}'?" if guess else f"known: {', '.join(every)}"
-        raise ConfigError(
-            f"{path}: [track] definitions lists '{unknown[0]}', which is no contest definition; "
-            f"{hint}"
-        )
-    tracks = {track_of_definition(d) for d in defs}
-    if len(tracks) != 1:
-        known = "; ".join(t + ": " + ", ".join(v) for t, v in TRACKS.items())
-        raise ConfigError(
-            f"{path}: [track] definitions {defs} are not the definitions of one track ({known})"
-        )
-    for key, value in table.items():
-        if key == "definitions":
-            continue
-        if key not in defs or not isinstance(value, dict):
-            guess = closest(key, defs) if isinstance(value, dict) else None
-            hint = f" (did you mean [track.{guess}]?)" if guess else ""
-            raise ConfigError(
-                f"{path}: [track] unknown key '{key}'{hint}; expected definitions = [...] and "
-                "one [track.<definition>] table per listed definition"
-            )
-        if key == default:
-            raise ConfigError(
-                f"{path}: [track.{key}] repeats the default definition, whose settings are "
-                "[solution] and [build]; delete that table"
-            )
-        for k in value:
-            if k not in TABLE_KEYS:
-                guess = closest(k, TABLE_KEYS)
-                hint = f"; did you mean '{guess}'?" if guess else ""
-                raise ConfigError(f"{path}: [track.{key}] unknown key '{k}'{hint}")
-    for d in defs:
-        if d != default and d not in table:
-            raise ConfigError(
-                f"{path}: [track] lists {d} but there is no [track.{d}] table "
-                "(python scripts/switch_track.py DEFINITION --add writes one)"
-            )
-    return tuple(defs)
+from fib_core.project.config import KitConfig, closest, config_from_dict, load_config
+from fib_core.project.template import config_values, render_config, toml_value, written_build
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -189,21 +110,19 @@ def render_track(definitions: list[str], tables: dict[str, dict[str, Any]]) -> s
     >>> print(render_track(["a"], {}).splitlines()[1])
     [track]
     """
-    from fib_core.project.template import _value
-
     lines = [
         "",
         "[track]",
         "# every definition this fork holds; sources in solution/<definition>/<language>/.",
         "# [solution] and [build] above are the default definition (what run_local.py runs",
         "# without --definition); each other one has its own [track.<definition>] table.",
-        f"definitions = {_value(list(definitions))}",
+        f"definitions = {toml_value(list(definitions))}",
     ]
     for name in definitions:
         if name not in tables:
             continue
         lines += ["", f"[track.{name}]"]
-        lines += [f"{k} = {_value(v)}" for k, v in tables[name].items() if v is not None]
+        lines += [f"{k} = {toml_value(v)}" for k, v in tables[name].items() if v is not None]
     return "\n".join(lines) + "\n"
 
 
@@ -213,8 +132,6 @@ def single_definition_text(cfg: KitConfig) -> str:
     This is what a submission tag's commit holds: ``[solution]`` + ``[build]`` (+ the
     ``[benchmark]`` defaults), no ``[track]`` table.
     """
-    from fib_core.project.template import config_values, render_config, written_build
-
     values = config_values(cfg)
     values["build"] = written_build(values["build"])
     return render_config(values)

@@ -19,8 +19,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from fib_core.dataset.tracks import track_of_definition
 from fib_core.errors import ConfigError
-from fib_core.project.track import track_definitions, track_of_definition
+from fib_core.project.track import track_definitions
 from fib_core.project.track_score import TrackScore, track_score
 
 

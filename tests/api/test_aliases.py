@@ -254,7 +254,7 @@ def test_cli_functions_translate_to_the_kit_command_line(tmp_path: Path):
     assert argv[:3] == ["run", "--local", str(tmp_path)]
     assert "--isolated" in argv and "--no-save-results" in argv
     assert argv[argv.index("--warmup-runs") + 1] == "1" and "--num-trials" not in argv
-    from fib_core.cli import build_parser
+    from fib_core.commands import build_parser
 
     parsed = build_parser().parse_args(argv)  # the kit's parser takes every flag
     assert parsed.iterations == 5 and parsed.isolated and parsed.definitions == ["d1"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from fib_core.bench.config import BenchmarkConfig
-from fib_core.cli import build_parser, classify_local, config_overrides, main
+from fib_core.cli import main
+from fib_core.commands import build_parser, classify_local, config_overrides
 
 
 def overrides(*argv: str) -> dict:
@@ -86,7 +87,7 @@ def test_classify_local(tmp_path):
 def test_load_local_merges_datasets_and_checks_solutions(tmp_path, dataset_writer):
     import json
 
-    from fib_core.cli import load_local
+    from fib_core.commands import load_local
     from fib_core.errors import FibError
 
     write, trace = dataset_writer

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fib_core.data import TraceSet
 from fib_core.dataset import embedded_dataset_path
 from fib_core.project.recording import run_config
-from fib_core.project.runflow import RunRequest, select_for, uses_quick_subset
+from fib_core.project.runflow import RunRequest, select_for
 
 DECODE = "gdn_decode_qk4_v8_d128_k_last"
 
@@ -21,7 +21,7 @@ def test_named_workloads_win_over_the_cpu_quick_subset() -> None:
     assert len(batch1) > 3
     named = _request(["batch_size=1"])
     assert len(select_for(named, ts, "cpu")) == len(batch1)
-    assert not uses_quick_subset(named, "cpu") and run_config(named)["quick"] is False
+    assert not named.uses_quick_subset("cpu") and run_config(named)["quick"] is False
     default = _request(None)
     assert len(select_for(default, ts, "cpu")) == 3 and run_config(default)["quick"] is True
     # --quick still narrows named workloads; a GPU run without a filter runs every workload
