@@ -120,7 +120,8 @@ def _mark_handover(started: float, marks: dict[str, float]) -> Any:
     """Record in ``marks["handover"]`` when the launcher hands its work over (one GPU: the
     in-process run starts; several: the requests go to the GPU processes), so a run's
     start-up splits into the launcher's part and the part after it. Returns the undo."""
-    from fib_core.project import gpus, runflow
+    from fib_core.bench.engine import gpus
+    from fib_core.project import runflow
 
     real_execute, real_run = runflow.execute, gpus.ShardProcesses.run
 
@@ -148,9 +149,9 @@ def _run(cfg: Any, opts: Any, gpus: str | None, cache: Path, extra: dict | None,
     solution's kernels as on a fresh machine, or after an edit to them. ``idle``: the run's
     processes are started that many seconds before the clock starts, as ``run_local.py
     --watch`` starts them while it waits for an edit (packing and the dataset still count)."""
-    from fib_core.project.gpus import start_early
+    from fib_core.bench.engine.gpus import start_early
     from fib_core.project.pack import pack_solution
-    from fib_core.project.runflow import execute_on_gpus, make_request, merge_shards
+    from fib_core.project.runflow import SHARD_TARGET, execute_on_gpus, make_request, merge_shards
     from fib_core.project.workspace import resolve_dataset
 
     os.environ["FIB_CACHE_DIR"] = str(cache)
@@ -158,9 +159,9 @@ def _run(cfg: Any, opts: Any, gpus: str | None, cache: Path, extra: dict | None,
     since = time.monotonic()  # the processes' milestones are on this clock (--timeline)
     started = time.perf_counter()
     dataset = resolve_dataset()[0]
-    start_early(opts.flags.get("device"), gpus, dataset)  # as run_local does
+    start_early(opts.flags.get("device"), gpus, dataset, SHARD_TARGET)  # as run_local does
     if idle:  # as in a watch after its first run: this process has imported torch and the engine
-        from fib_core.project.gpus import preload_engine
+        from fib_core.bench.engine.gpus import preload_engine
 
         preload_engine()
         time.sleep(idle)

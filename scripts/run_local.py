@@ -50,6 +50,7 @@ from fib_core.project.debug_tools import dump_after_run, one_workload_mode  # no
 from fib_core.project.entry import display_path, run_script  # noqa: E402
 from fib_core.project.recording import RunRecording  # noqa: E402
 from fib_core.project.runflow import (  # noqa: E402
+    SHARD_TARGET,
     RunOptions,
     check_compare_file,
     execute_on_gpus,
@@ -195,8 +196,8 @@ def start_processes_early(opts: RunOptions) -> None:
     process with its own): they import torch side by side with this process (which imports it
     next), loads the dataset and packs, instead of after it. Not for the one-workload
     debugging flags, which run no benchmark."""
+    from fib_core.bench.engine.gpus import start_early
     from fib_core.project.debug_tools import requested_one_workload
-    from fib_core.project.gpus import start_early
     from fib_core.project.workspace import resolve_dataset
 
     try:
@@ -205,7 +206,7 @@ def start_processes_early(opts: RunOptions) -> None:
         dataset, _ = resolve_dataset()
     except FibError:
         return  # the run itself reports the problem, in one line
-    start_early(opts.flags.get("device"), opts.gpus, dataset)
+    start_early(opts.flags.get("device"), opts.gpus, dataset, SHARD_TARGET)
 
 
 def main() -> int:

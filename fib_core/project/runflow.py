@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from fib_core.project.recording import RunRecording
 
 # config.toml [build] keys that reach the compiler (fib_core.compile.BuildOptions)
+# What each GPU's process of a several-GPU run runs (the engine imports it there by name,
+# once that process's judge and worker are booting): this module's one-shard execution.
+SHARD_TARGET = "fib_core.project.runflow:execute"
 _BUILD_KEYS = ("cuda_arch", "extra_cuda_cflags", "extra_cflags", "extra_ldflags", "include_dirs")
 
 
@@ -92,7 +95,7 @@ class RunRequest:
     cross_check: bool = False  # also time each workload with every timer (GPU only)
     contest: bool = False
     # Several GPUs of this machine: the selection's positions in the order of the queue the
-    # GPUs share (fib_core.project.work_queue); the shard takes its workloads from that queue.
+    # GPUs share (fib_core.bench.engine.work_queue); the shard takes its workloads from that queue.
     # None = this shard runs its round-robin share (``shard_of``).
     queue: list[int] | None = None
     # Also time the FlashInfer baseline on these workloads (cached), for the contest score.
@@ -245,7 +248,7 @@ def execute(
 
     ``trace_set``: the request's dataset when the caller has it loaded already (a local run);
     None loads ``request.dataset_path`` (another machine, another process). ``queue``: this
-    GPU's :class:`fib_core.project.work_queue.QueueTaker`, for a request with ``queue`` set."""
+    GPU's :class:`fib_core.bench.engine.work_queue.QueueTaker`, for a request with ``queue`` set."""
     from fib_core.bench import Benchmark, BenchmarkConfig
     from fib_core.bench.engine.stream import WorkloadStream
     from fib_core.bench.evaluation.timeline import mark
@@ -333,9 +336,9 @@ def execute_on_gpus(
 ) -> list[ShardResult]:
     """Benchmark on several GPUs of this machine (``gpus``: "0,1", "1", None = every visible
     one): one process per GPU, each taking workloads from a queue they share
-    (:mod:`fib_core.project.gpus`, :mod:`fib_core.project.work_queue`). One
+    (:mod:`fib_core.bench.engine.gpus`, :mod:`fib_core.bench.engine.work_queue`). One
     GPU, or a CPU run, is :func:`execute` here (on ``trace_set`` when given)."""
-    from fib_core.project import gpus as gpu_plan
+    from fib_core.bench.engine import gpus as gpu_plan
 
     if request.device != "cuda":
         if gpus is not None:
@@ -355,7 +358,7 @@ def execute_on_gpus(
     _, trace_set = _dataset(request, trace_set)
     selection = select_for(request, trace_set, "cuda")
     plan = gpu_plan.plan_queue(request, selection, len(chosen))
-    return gpu_plan.run_on_gpus(plan, ids, on_event=on_event)
+    return gpu_plan.run_on_gpus(plan, ids, on_event=on_event, target=SHARD_TARGET)
 
 
 def merge_shards(shards: list[ShardResult]) -> tuple[list[Trace], ShardResult]:

@@ -66,7 +66,7 @@ def parse_devices(text: str | None, visible: int) -> list[tuple[str, str | None]
     >>> parse_devices(None, 2)
     [('cuda:0', '0'), ('cuda:1', '1')]
     """
-    from fib_core.project.gpus import physical_ids
+    from fib_core.bench.engine.gpus import physical_ids
 
     if text is None:
         names = [f"cuda:{i}" for i in range(visible)] or ["cpu"]

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fib_core.errors import ConfigError, FibError
-from fib_core.project import gpus
-from fib_core.project.gpus import (
+from fib_core.bench.engine import gpus
+from fib_core.bench.engine.gpus import (
     _early_device_ids,
     parse_gpus,
     physical_ids,
@@ -19,6 +18,7 @@ from fib_core.project.gpus import (
     visible_gpu_count,
     workload_costs,
 )
+from fib_core.errors import ConfigError, FibError
 from fib_core.project.runflow import RunRequest, ShardResult, merge_shards
 
 DECODE = "gdn_decode_qk4_v8_d128_k_last"
@@ -202,7 +202,7 @@ LAUNCH_AND_PRINT = """
 import sys
 sys.path[:0] = [{root!r}, {fake!r}]
 import fake_gpu_target
-from fib_core.project import gpus
+from fib_core.bench.engine import gpus
 from fib_core.project.runflow import RunRequest
 from types import SimpleNamespace
 
@@ -384,12 +384,13 @@ LAUNCHER = """
 import os, sys, time
 sys.path[:0] = [{root!r}, {fake!r}]
 import fake_gpu_target
-from fib_core.project import gpus
+from fib_core.bench.engine import gpus
 
 if __name__ == "__main__":
     real = sys.argv[2] == "real"  # each process boots a CPU judge and worker, as a run would
     gpus.prestart(["0", "1"], "cpu", None,
-                  target=None if real else fake_gpu_target.fake_execute)
+                  target="fib_core.project.runflow:execute" if real
+                  else fake_gpu_target.fake_execute)
     print(" ".join(str(p.pid) for p in gpus._prestarted.procs), flush=True)
     time.sleep(float(sys.argv[3]))  # the processes are still booting
     if sys.argv[1] == "killed":

@@ -6,7 +6,7 @@ import multiprocessing
 
 import pytest
 
-from fib_core.project.work_queue import QueueTaker, WorkQueue, lane_count, queue_plan
+from fib_core.bench.engine.work_queue import QueueTaker, WorkQueue, lane_count, queue_plan
 
 CTX = multiprocessing.get_context("spawn")
 

@@ -1,6 +1,6 @@
 """Workloads handed to ``Benchmark.run_solution`` one at a time instead of as a list.
 
-Several GPUs of one machine share one queue (:mod:`fib_core.project.work_queue`): each GPU's
+Several GPUs of one machine share one queue (:mod:`fib_core.bench.engine.work_queue`): each GPU's
 engine takes its next workload only when it is free for it, so none waits on a split made
 before the run. The engine sees only this small interface: ``take``/``peek`` over a list it
 already knows.

@@ -2,8 +2,9 @@
 
 ``run_local.py`` uses every visible GPU (``--gpus 0,1`` or ``--gpus 1`` to choose). Each GPU
 gets its own child process, started fresh (spawn) with ``CUDA_VISIBLE_DEVICES`` naming that
-GPU alone, and runs the usual :func:`fib_core.project.runflow.execute`, taking its workloads
-one at a time from a queue the GPUs share (:mod:`fib_core.project.work_queue`: size order, one
+GPU alone, and runs the function the launcher names (the kit's run_local names
+``fib_core.project.runflow:execute``, the usual one-GPU run), taking its workloads
+one at a time from a queue the GPUs share (:mod:`fib_core.bench.engine.work_queue`: size order, one
 GPU from each end), each with its own persistent worker and its own build and reference caches
 in memory (the disk caches are shared; their writes are atomic). The parent forwards the
 children's progress events, numbered across GPUs, and merges their traces in the selection's
@@ -11,8 +12,11 @@ order, so the table reads as a one-GPU run's. A launcher calls :func:`start_earl
 that these processes (or, on one GPU, the run's judge and first worker) boot while it imports
 torch, loads the dataset and packs.
 
-Example (the plan; ``run_on_gpus(plan_queue(request, selection, 2), physical_ids([0, 1]))``
-then runs it):
+The engine imports nothing of the launcher: the function each GPU's process runs comes by
+name, ``"module:function"``, imported in that process once its judge and worker are booting.
+
+Example (the plan; ``run_on_gpus(plan_queue(request, selection, 2), physical_ids([0, 1]),
+target="fib_core.project.runflow:execute")`` then runs it):
 
 >>> parse_gpus("0,1", visible=2)
 [0, 1]
@@ -30,9 +34,13 @@ from multiprocessing.connection import wait as wait_for_readers
 from pathlib import Path
 from typing import Any
 
+from fib_core.bench.engine.work_queue import QueueTaker, WorkQueue, queue_plan
 from fib_core.bench.evaluation.timeline import mark
 from fib_core.errors import ConfigError, FibError
-from fib_core.project.work_queue import QueueTaker, WorkQueue, queue_plan
+
+# What a GPU's process runs: "module:function" (a real run: its judge and worker start first,
+# then the function is imported), or a module-level function (nothing starts early: tests).
+Target = Callable[..., Any] | str
 
 # A workload's cost, for cutting the queue into lanes of near-equal work: a fixed part (worker
 # round trip, inputs, checks) plus a part that grows with its roofline size (kernels,
@@ -95,7 +103,7 @@ def physical_ids(gpus: Sequence[int], env: dict[str, str] | None = None) -> list
 class QueuePlan:
     """A run on several GPUs: one request per GPU (each holding the queue's order, as
     positions in the run's selection) and the queue's lanes
-    (:func:`fib_core.project.work_queue.queue_plan`)."""
+    (:func:`fib_core.bench.engine.work_queue.queue_plan`)."""
 
     requests: list[Any]
     lanes: list[tuple[int, int]]
@@ -164,7 +172,7 @@ class ShardProcesses:
     and removes their folder."""
 
     def __init__(self, device_ids: Sequence[str], device: str, dataset_root: str | None,
-                 target: Callable | None = None) -> None:
+                 target: Target) -> None:
         import multiprocessing
 
         from fib_core.bench.engine.pool import environment_print
@@ -208,21 +216,21 @@ class ShardProcesses:
             for _, writer in pipes:
                 writer.close()
 
-    def fits(self, device_ids: Sequence[str], target: Callable | None, request: Any) -> bool:
+    def fits(self, device_ids: Sequence[str], target: Target, request: Any) -> bool:
         """Whether these children can run ``request`` on ``device_ids``: the same GPUs, the
         same target, and what they took at start (device, dataset, cache folder) still true."""
         from fib_core.bench.engine.pool import environment_print
 
         return (
             self.device_ids == list(device_ids)
-            and self.target is target
+            and self.target == target
             and self.device in (request.device, "auto")
             and self.dataset_root == request.dataset_path
             and self.environment == environment_print()
         )
 
     def standing(self, device_ids: Sequence[str], device: str, dataset_root: str | None,
-                 target: Callable | None) -> bool:
+                 target: Target) -> bool:
         """Whether these children, started with these settings, still wait unserved and alive
         (a new :func:`prestart` with the same settings then keeps them)."""
         from fib_core.bench.engine.pool import environment_print
@@ -318,7 +326,8 @@ _prestarted: ShardProcesses | None = None
 _exit_hook_registered = False
 
 
-def start_early(device: str | None, gpus: str | None, dataset_root: str | Path | None) -> None:
+def start_early(device: str | None, gpus: str | None, dataset_root: str | Path | None,
+                target: str) -> None:
     """What a launcher calls first, before it imports torch: the processes of the run it is
     about to make start booting now (seconds: interpreter, torch, CUDA context), side by side
     with its own imports, dataset and packing.
@@ -327,9 +336,11 @@ def start_early(device: str | None, gpus: str | None, dataset_root: str | Path |
     visible): one :class:`ShardProcesses` child per GPU, which :func:`run_on_gpus` uses when
     the run's GPUs and settings are these. Otherwise, one GPU or unknown: the judge and first
     worker of a one-GPU run (:func:`fib_core.bench.engine.pool.launch_early`). ``device``: the
-    ``--device`` flag (None = auto); "cpu" starts only the CPU run's processes.
+    ``--device`` flag (None = auto); "cpu" starts only the CPU run's processes; ``target``:
+    what each GPU's process will run, ``"module:function"`` (see :func:`run_on_gpus`).
 
-    Example: ``start_early(None, "0,1", "/path/to/dataset")`` at the top of a launcher's main.
+    Example: ``start_early(None, "0,1", "/path/to/dataset", "fib_core.project.runflow:execute")``
+    at the top of a launcher's main.
     """
 
     mark("launcher", "start_early")
@@ -341,11 +352,11 @@ def start_early(device: str | None, gpus: str | None, dataset_root: str | Path |
         discard_prestarted()
         launch_early(device or "auto", root)
         return
-    prestart(physical_ids(ids), device or "auto", root)
+    prestart(physical_ids(ids), device or "auto", root, target)
 
 
 def prestart(device_ids: Sequence[str], device: str, dataset_root: str | None,
-             target: Callable | None = None) -> None:
+             target: Target) -> None:
     """Start one :class:`ShardProcesses` child per GPU of ``device_ids`` for the next
     :func:`run_on_gpus` on those GPUs (``target``: what they run, as there), in place of any
     started before with other settings (those started with the same ones and still waiting
@@ -387,7 +398,7 @@ def discard_prestarted() -> None:
 
 
 def _child(device_id: str, queue: QueueTaker, report: Any, inbox: Any, device: str,
-           dataset_root: str | None, target: Callable | None, parent: int) -> None:
+           dataset_root: str | None, target: Target, parent: int) -> None:
     """Child process: this GPU only; boot, wait for the request, run the usual shard
     execution; events and the outcome go to the parent (``parent``) through ``report``. SIGTERM (the parent's ``close``, or the
     parent's death) ends it at once: its judge and worker are killed (those of a run it was
@@ -418,12 +429,12 @@ def _child(device_id: str, queue: QueueTaker, report: Any, inbox: Any, device: s
     # Its inbox holds both ends, so a lost parent would never be seen otherwise.
     die_with_parent(parent, signal.SIGTERM)
     try:
-        if target is None:  # the real run: its judge and worker boot while this one imports
+        if isinstance(target, str):  # the real run: its judge and worker boot while this
+            # one imports
             from fib_core.bench.engine.pool import launch_early
 
             launch_early(device, dataset_root)
-            from fib_core.project.runflow import execute as target
-
+            target = _named(target)
             preload_engine()
         mark(role, "imported")
         payload = _wait_for_request(inbox, parent)
@@ -469,6 +480,14 @@ def preload_engine() -> None:
     import fib_core.bench.evaluation.inputs  # noqa: F401
 
 
+def _named(target: str) -> Callable[..., Any]:
+    """The function ``"module:function"`` names, imported (a GPU process's run)."""
+    import importlib
+
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def _wait_for_request(inbox: Any, parent: int) -> bytes | None:
     """The next message of ``inbox``, waited for in short steps: a signal this process gets
     is handled by its main thread only between steps (one that lands on another thread, as
@@ -486,15 +505,18 @@ def run_on_gpus(
     plan: QueuePlan,
     device_ids: Sequence[str],
     on_event: Callable[[Any], None] | None = None,
-    target: Callable | None = None,
+    *,
+    target: Target,
 ) -> list[Any]:
     """Run ``plan`` with one process per GPU of ``device_ids`` (one per request, in order);
     the ShardResults, in shard order.
 
     The processes :func:`start_early` prestarted serve when :meth:`ShardProcesses.fits` says
     so (same GPUs, target, device, dataset and cache folder), else they are stopped and new
-    ones start. ``target(request, on_event=..., queue=...)`` (a module-level function; default
-    ``runflow.execute``; ``queue``: that GPU's :class:`QueueTaker`) is what each child runs."""
+    ones start. ``target(request, on_event=..., queue=...)`` is what each child runs
+    (``queue``: that GPU's :class:`QueueTaker`): named ``"module:function"``, imported in the
+    child after its judge and worker started booting; or a module-level function, with nothing
+    started early (tests)."""
     global _prestarted
     if len(plan.requests) != len(device_ids):
         raise ValueError(f"{len(plan.requests)} requests for {len(device_ids)} GPUs")
