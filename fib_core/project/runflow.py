@@ -352,7 +352,7 @@ def execute_on_gpus(
     if len(chosen) == 1 and gpus is None:
         gpu_plan.discard_prestarted()
         return [execute(request, on_event=on_event, trace_set=trace_set)]
-    from fib_core.bench.engine.pool import discard_early
+    from fib_core.bench.engine.prestart import discard_early
 
     discard_early()  # each GPU's process has its own; none started here is used
     _, trace_set = _dataset(request, trace_set)

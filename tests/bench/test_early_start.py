@@ -12,7 +12,7 @@ import os
 import pytest
 
 from fib_core.bench import Benchmark, BenchmarkConfig
-from fib_core.bench.engine import pool
+from fib_core.bench.engine import judge_process, pool, prestart
 from fib_core.data.solution import Solution
 from fib_core.data.traceset import TraceSet
 from fib_core.paths import kit_root
@@ -23,21 +23,21 @@ FAST = dict(warmup_runs=1, iterations=3, num_trials=2, device="cpu")
 @pytest.fixture(autouse=True)
 def _no_leftovers():
     yield
-    pool.discard_early(remove_logs=True)
-    pool._EARLY_DIRS.clear()
+    prestart.discard_early(remove_logs=True)
+    prestart._EARLY_DIRS.clear()
 
 
 def test_the_benchmark_adopts_the_early_judge_and_worker(make_dataset, toy_solution_json):
     root = make_dataset([])
-    pool.launch_early("cpu", root)
-    early = {h.role: h for h in pool._EARLY}
+    prestart.launch_early("cpu", root)
+    early = {h.role: h for h in prestart._EARLY}
     assert set(early) == {"worker", "judge"} and all(h.alive for h in early.values())
     solution = Solution.from_dict(toy_solution_json("correct"))
     with Benchmark(TraceSet.from_path(root), BenchmarkConfig(**FAST)) as bench:
         traces = bench.run_solution(solution)
         assert bench._judge is early["judge"] and bench._worker is early["worker"]
         assert bench._workers_started == 1
-    assert pool._EARLY == []  # both adopted
+    assert prestart._EARLY == []  # both adopted
     assert [t.evaluation.status.value for t in traces] == ["PASSED", "PASSED"]
     assert not early["worker"].alive and not early["judge"].alive  # stopped with the run
 
@@ -48,18 +48,18 @@ def test_a_second_launch_with_the_same_settings_keeps_the_waiting_processes(
     """A watch whose run failed before it adopted them launches again: the processes still
     waiting stay (nothing boots twice); a dead one, or other settings, start anew."""
     root = make_dataset([])
-    pool.launch_early("cpu", root)
-    first = list(pool._EARLY)
-    pool.launch_early("cpu", root)
-    assert pool._EARLY == first and all(h.alive for h in first)
+    prestart.launch_early("cpu", root)
+    first = list(prestart._EARLY)
+    prestart.launch_early("cpu", root)
+    assert prestart._EARLY == first and all(h.alive for h in first)
     first[0].kill()
-    pool.launch_early("cpu", root)
-    assert not set(pool._EARLY) & set(first) and not any(h.alive for h in first)
-    second = list(pool._EARLY)
+    prestart.launch_early("cpu", root)
+    assert not set(prestart._EARLY) & set(first) and not any(h.alive for h in first)
+    second = list(prestart._EARLY)
     other = tmp_path / "other-dataset"
     other.mkdir()
-    pool.launch_early("cpu", other)  # the worker's sandbox would protect another folder
-    assert not set(pool._EARLY) & set(second) and not any(h.alive for h in second)
+    prestart.launch_early("cpu", other)  # the worker's sandbox would protect another folder
+    assert not set(prestart._EARLY) & set(second) and not any(h.alive for h in second)
 
 
 def test_an_early_worker_for_another_dataset_is_not_adopted(
@@ -70,22 +70,22 @@ def test_an_early_worker_for_another_dataset_is_not_adopted(
     root = make_dataset([])
     other = tmp_path / "other-dataset"
     other.mkdir()
-    pool.launch_early("cpu", other)
-    early = {h.role: h for h in pool._EARLY}
+    prestart.launch_early("cpu", other)
+    early = {h.role: h for h in prestart._EARLY}
     solution = Solution.from_dict(toy_solution_json("correct"))
     with Benchmark(TraceSet.from_path(root), BenchmarkConfig(**FAST)) as bench:
         bench.run_solution(solution)
         assert bench._worker is not early["worker"]
         assert bench._judge is early["judge"]  # the judge has no sandbox: it fits
-    assert pool._EARLY == [] and not early["worker"].alive
+    assert prestart._EARLY == [] and not early["worker"].alive
 
 
 def test_early_processes_on_another_device_kind_are_replaced(make_dataset, toy_solution_json):
     """A process launched for "auto" resolves the device itself; if that is not the run's
     kind, the run kills it and starts its own instead."""
     root = make_dataset([])
-    pool.launch_early("cpu", root)
-    early = {h.role: h for h in pool._EARLY}
+    prestart.launch_early("cpu", root)
+    early = {h.role: h for h in prestart._EARLY}
     solution = Solution.from_dict(toy_solution_json("correct"))
     with Benchmark(TraceSet.from_path(root), BenchmarkConfig(**FAST)) as bench:
         bench._kind = "cuda"  # pretend the run resolved to a GPU; the early ones say cpu
@@ -103,8 +103,8 @@ def test_early_processes_from_another_cache_folder_are_not_adopted(
     first discards what an earlier one left."""
     root = make_dataset([])
     monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path / "first-cache"))
-    pool.launch_early("cpu", root)
-    stale = list(pool._EARLY)
+    prestart.launch_early("cpu", root)
+    stale = list(prestart._EARLY)
     monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path / "second-cache"))
     solution = Solution.from_dict(toy_solution_json("correct"))
     with Benchmark(TraceSet.from_path(root), BenchmarkConfig(**FAST)) as bench:
@@ -112,10 +112,10 @@ def test_early_processes_from_another_cache_folder_are_not_adopted(
         assert bench._judge not in stale and bench._worker not in stale
     # The stale worker was killed when it did not fit; the stale judge waits for the launcher.
     stale_judge = [h for h in stale if h.role == "judge"]
-    assert pool._EARLY == stale_judge and stale_judge[0].alive
+    assert prestart._EARLY == stale_judge and stale_judge[0].alive
     assert not any(h.alive for h in stale if h.role == "worker")
-    pool.launch_early("cpu", root)  # a new launch: the stale judge goes
-    assert not any(h.alive for h in stale) and len(pool._EARLY) == 2
+    prestart.launch_early("cpu", root)  # a new launch: the stale judge goes
+    assert not any(h.alive for h in stale) and len(prestart._EARLY) == 2
 
 
 def test_only_a_worker_nothing_runs_beside_makes_its_context_as_it_boots(
@@ -135,9 +135,9 @@ def test_only_a_worker_nothing_runs_beside_makes_its_context_as_it_boots(
 
     monkeypatch.setattr(pool.subprocess, "Popen", popen)
     root = make_dataset([])
-    pool.launch_early("cpu", root)
+    prestart.launch_early("cpu", root)
     assert sorted(launched) == [("judge", False), ("worker", True)]
-    pool.discard_early()
+    prestart.discard_early()
     launched.clear()
     solution = Solution.from_dict(toy_solution_json("correct"))
     with Benchmark(TraceSet.from_path(root), BenchmarkConfig(**FAST, isolated=True)) as bench:
@@ -152,13 +152,13 @@ def test_only_a_worker_nothing_runs_beside_makes_its_context_as_it_boots(
 def test_an_early_worker_that_does_not_fit_is_killed_at_once(make_dataset):
     """It made its CUDA context while booting: it does not wait for the launcher's exit."""
     root = make_dataset([])
-    pool.launch_early("cpu", root)
-    worker = next(h for h in pool._EARLY if h.role == "worker")
-    assert pool.take_early("worker", "cpu", ["/elsewhere"]) is None
-    assert worker not in pool._EARLY
+    prestart.launch_early("cpu", root)
+    worker = next(h for h in prestart._EARLY if h.role == "worker")
+    assert prestart.take_early("worker", "cpu", ["/elsewhere"]) is None
+    assert worker not in prestart._EARLY
     worker.proc.wait(timeout=30)
     assert not worker.alive
-    assert [h.role for h in pool._EARLY] == ["judge"]  # not the worker's to decide
+    assert [h.role for h in prestart._EARLY] == ["judge"]  # not the worker's to decide
 
 
 def test_the_early_context_is_the_driver_primary_context_of_the_device(monkeypatch):
@@ -237,7 +237,7 @@ def test_the_current_folder_is_not_on_a_workers_module_path(tmp_path, monkeypatc
     # An empty or relative entry would mean the current folder (`export PYTHONPATH=$PYTHONPATH:x`)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["", "relative", "/abs/lib"]))
     monkeypatch.setattr(subprocess, "Popen", Recorder)
-    for role in (pool.WorkerHandle, pool.JudgeHandle):
+    for role in (pool.WorkerHandle, judge_process.JudgeHandle):
         with pytest.raises(OSError, match="recorded"):
             role("cpu", tmp_path / "logs").launch()
         path = seen["env"]["PYTHONPATH"].split(os.pathsep)

@@ -318,7 +318,8 @@ def test_the_judges_triton_cache_is_in_the_folder_workers_never_see(tmp_path, mo
     from pathlib import Path
 
     from fib_core.bench.containment.mounts import worker_mounts
-    from fib_core.bench.engine.pool import JudgeHandle, WorkerHandle
+    from fib_core.bench.engine.judge_process import JudgeHandle
+    from fib_core.bench.engine.pool import WorkerHandle
     from fib_core.bench.integrity import key_dir
 
     monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path / "cache"))

@@ -16,15 +16,15 @@ from typing import Any
 
 from fib_core.bench.config import BenchmarkConfig
 from fib_core.bench.containment.source_audit import audit_solution
+from fib_core.bench.engine.judge_process import JudgeHandle
 from fib_core.bench.engine.pool import (
-    JudgeHandle,
     WorkerDied,
     WorkerHandle,
     close_all,
     default_log_dir,
-    take_early,
     trusted_checks,
 )
+from fib_core.bench.engine.prestart import take_early
 from fib_core.bench.engine.run_lock import ResumeLock, merge_stored_traces
 from fib_core.bench.engine.trace_sink import TraceSink
 from fib_core.bench.engine.traces import finished_pairs, is_finished, make_trace
@@ -278,7 +278,7 @@ class Engine:
 
     def _new_worker(self, early: bool = False, spare: bool = True) -> WorkerHandle:
         """A worker for this run; with ``early``, the one a launcher started ahead of the run
-        (:func:`fib_core.bench.engine.pool.launch_early`) when it fits. A worker started while no
+        (:func:`fib_core.bench.engine.prestart.launch_early`) when it fits. A worker started while no
         other one runs (``spare=False``) makes its CUDA context as it boots; a spare boots
         beside a timed worker, so it waits for its task."""
         from fib_core.bench.containment.mounts import worker_mounts

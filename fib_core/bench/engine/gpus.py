@@ -34,6 +34,7 @@ from multiprocessing.connection import wait as wait_for_readers
 from pathlib import Path
 from typing import Any
 
+from fib_core.bench.engine.prestart import discard_early, environment_print, launch_early
 from fib_core.bench.engine.work_queue import QueueTaker, WorkQueue, queue_plan
 from fib_core.bench.evaluation.timeline import mark
 from fib_core.errors import ConfigError, FibError
@@ -163,7 +164,8 @@ def _torch_has_cuda() -> bool:
 class ShardProcesses:
     """One child process per GPU, each with ``CUDA_VISIBLE_DEVICES`` naming its GPU alone.
 
-    A child starts its judge and first worker at once (:func:`fib_core.bench.engine.pool.launch_early`),
+    A child starts its judge and first worker at once
+    (:func:`fib_core.bench.engine.prestart.launch_early`),
     imports the engine (torch) beside them, then waits for its request. Started by
     :func:`start_early`, before the launcher imports torch, loads its dataset and packs, the
     children boot beside that work instead of after it. A child that gets no request (the run
@@ -174,8 +176,6 @@ class ShardProcesses:
     def __init__(self, device_ids: Sequence[str], device: str, dataset_root: str | None,
                  target: Target) -> None:
         import multiprocessing
-
-        from fib_core.bench.engine.pool import environment_print
 
         ctx = multiprocessing.get_context("spawn")
         self.device_ids = list(device_ids)
@@ -219,8 +219,6 @@ class ShardProcesses:
     def fits(self, device_ids: Sequence[str], target: Target, request: Any) -> bool:
         """Whether these children can run ``request`` on ``device_ids``: the same GPUs, the
         same target, and what they took at start (device, dataset, cache folder) still true."""
-        from fib_core.bench.engine.pool import environment_print
-
         return (
             self.device_ids == list(device_ids)
             and self.target == target
@@ -233,8 +231,6 @@ class ShardProcesses:
                  target: Target) -> bool:
         """Whether these children, started with these settings, still wait unserved and alive
         (a new :func:`prestart` with the same settings then keeps them)."""
-        from fib_core.bench.engine.pool import environment_print
-
         return (
             not self.served
             and self.device_ids == list(device_ids)
@@ -335,7 +331,8 @@ def start_early(device: str | None, gpus: str | None, dataset_root: str | Path |
     Several GPUs (``gpus`` lists more than one, or none is named and more than one is
     visible): one :class:`ShardProcesses` child per GPU, which :func:`run_on_gpus` uses when
     the run's GPUs and settings are these. Otherwise, one GPU or unknown: the judge and first
-    worker of a one-GPU run (:func:`fib_core.bench.engine.pool.launch_early`). ``device``: the
+    worker of a one-GPU run (:func:`fib_core.bench.engine.prestart.launch_early`).
+    ``device``: the
     ``--device`` flag (None = auto); "cpu" starts only the CPU run's processes; ``target``:
     what each GPU's process will run, ``"module:function"`` (see :func:`run_on_gpus`).
 
@@ -347,8 +344,6 @@ def start_early(device: str | None, gpus: str | None, dataset_root: str | Path |
     ids = None if device == "cpu" else _early_device_ids(gpus)
     root = None if dataset_root is None else str(dataset_root)
     if ids is None:
-        from fib_core.bench.engine.pool import launch_early
-
         discard_prestarted()
         launch_early(device or "auto", root)
         return
@@ -408,7 +403,6 @@ def _child(device_id: str, queue: QueueTaker, report: Any, inbox: Any, device: s
     import sys
 
     from fib_core.bench.containment.sandbox import die_with_parent
-    from fib_core.bench.engine.pool import discard_early
     from fib_core.paths import remove_private_dirs
 
     role = f"gpu{device_id}"
@@ -431,8 +425,6 @@ def _child(device_id: str, queue: QueueTaker, report: Any, inbox: Any, device: s
     try:
         if isinstance(target, str):  # the real run: its judge and worker boot while this
             # one imports
-            from fib_core.bench.engine.pool import launch_early
-
             launch_early(device, dataset_root)
             target = _named(target)
             preload_engine()

@@ -25,17 +25,15 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fib_core.bench.containment.mounts import Mounts
 from fib_core.bench.containment.sandbox import TOKEN_VAR, kill_tagged
 from fib_core.bench.evaluation.exchange import ArenaHandle
 from fib_core.bench.evaluation.judge import (
-    STATUSES,
     TaskLedger,
     final_result,
     validate_check,
-    validate_latency,
     validate_result,
 )
 from fib_core.bench.evaluation.logs import clip_text, read_bounded
@@ -51,6 +49,9 @@ from fib_core.bench.evaluation.wire import (
 from fib_core.data.trace import EvaluationStatus
 from fib_core.paths import PROFILE_ENV, kit_root
 
+if TYPE_CHECKING:
+    from fib_core.bench.engine.judge_process import JudgeHandle
+
 TAIL_LINES = 30
 STARTUP_TIMEOUT_S = 180.0
 
@@ -59,7 +60,7 @@ class WorkerDied(Exception):
     """The worker ended (or never became ready) without answering."""
 
 
-class _Timeout(Exception):
+class ReplyTimeout(Exception):
     """A child did not answer before the task's deadline."""
 
 
@@ -163,7 +164,7 @@ class WorkerHandle:
         """Wait for the launched process's greeting; WorkerDied if it does not come."""
         try:
             header, _ = self._receive(time.monotonic() + timeout)
-        except (WorkerDied, WireError, _Timeout) as err:
+        except (WorkerDied, WireError, ReplyTimeout) as err:
             self.kill()
             raise WorkerDied(f"the benchmark {self.role} failed to start ({err}):\n"
                              f"{self.tail()}") from None
@@ -273,17 +274,8 @@ class WorkerHandle:
         while this one runs.
         """
         offset = self._log_size()
-        assert self.conn is not None
-        if judge is not None:
-            self._share_arena(judge, max_output_bytes)
-        try:
-            send_object(self.conn, ("eval", task))
-        except OSError:
+        if not self._start_task(task, judge, max_output_bytes, upcoming):
             return self._died(task, offset, "the worker was gone before the task started")
-        if judge is not None:
-            judge.announce(task)
-            if upcoming is not None:
-                judge.announce_next(upcoming)
         deadline = time.monotonic() + timeout
         phase = "start"
         cfg = task.config
@@ -293,11 +285,11 @@ class WorkerHandle:
             while True:
                 try:
                     header, blob = self._receive(deadline, max_blob=max_blob + 4096)
-                except _Timeout:
+                except ReplyTimeout:
                     self.kill()
                     log = (f"timed out after {timeout:g} s for the workload, in phase '{phase}' "
                            "(killed the worker)")
-                    return EvalResult(task.task_id, EvaluationStatus.TIMEOUT, _with_tail(log, self.tail(offset)))
+                    return EvalResult(task.task_id, EvaluationStatus.TIMEOUT, with_output_tail(log, self.tail(offset)))
                 kind = header["type"]
                 if header.get("task") != task.task_id:
                     raise WireError(f"a {kind[:40]!r} message for another task")
@@ -313,21 +305,7 @@ class WorkerHandle:
                     ledger.record(request, verdict)
                     send_object(self.conn, ("verdict", verdict))
                 elif kind == "result":
-                    report = validate_result(header)
-                    self.tainted = report["tainted"]
-                    latency = None
-                    if (report["status"] == EvaluationStatus.PASSED and judge is not None
-                            and cfg.profile_baseline and ledger.failure is None):
-                        phase = "reference-timing (judge)"
-                        n_sets = report["extra"].get("num_input_sets", 1)
-                        n_sets = n_sets if isinstance(n_sets, int) else 1
-                        latency = judge.latency(task, max(1, min(n_sets, 4096)), deadline)
-                    if judge is None and self.trusted:
-                        return _trusted_result(task.task_id, report)
-                    result = final_result(task.task_id, report, ledger, latency)
-                    if report["status"] == EvaluationStatus.PASSED and result.status != EvaluationStatus.PASSED:
-                        self.kill()  # it claimed a pass the judge did not give: retire it
-                    return result
+                    return self._finish(task, validate_result(header), judge, ledger, deadline)
                 else:
                     raise WireError(f"unexpected message {kind[:40]!r} from the worker")
         except WorkerDied as err:
@@ -341,8 +319,43 @@ class WorkerHandle:
             if judge is not None:
                 judge.forget()  # however the task ended: the judge drops its state and prefetch
 
+    def _start_task(self, task: EvalTask, judge: JudgeHandle | None,
+                    max_output_bytes: int | None, upcoming: dict | None) -> bool:
+        """Hand the worker ``task`` (and the judge its announcement); False if the worker is
+        gone."""
+        assert self.conn is not None
+        if judge is not None:
+            self._share_arena(judge, max_output_bytes)
+        try:
+            send_object(self.conn, ("eval", task))
+        except OSError:
+            return False
+        if judge is not None:
+            judge.announce(task)
+            if upcoming is not None:
+                judge.announce_next(upcoming)
+        return True
+
+    def _finish(self, task: EvalTask, report: dict, judge: JudgeHandle | None,
+                ledger: TaskLedger, deadline: float) -> EvalResult:
+        """The task's result from the worker's final report: the judge's verdicts and, for a
+        pass, the reference latency it measures."""
+        self.tainted = report["tainted"]
+        latency = None
+        if (report["status"] == EvaluationStatus.PASSED and judge is not None
+                and task.config.profile_baseline and ledger.failure is None):
+            n_sets = report["extra"].get("num_input_sets", 1)
+            n_sets = n_sets if isinstance(n_sets, int) else 1
+            latency = judge.latency(task, max(1, min(n_sets, 4096)), deadline)
+        if judge is None and self.trusted:
+            return _trusted_result(task.task_id, report)
+        result = final_result(task.task_id, report, ledger, latency)
+        if report["status"] == EvaluationStatus.PASSED and result.status != EvaluationStatus.PASSED:
+            self.kill()  # it claimed a pass the judge did not give: retire it
+        return result
+
     def _receive(self, deadline: float, max_blob: int = 0) -> tuple[dict, bytes]:
-        """Next frame; _Timeout at the deadline; WorkerDied if the process ended."""
+        """Next frame; ReplyTimeout at the deadline; WorkerDied if the process ended."""
         if self.conn is None:
             raise WorkerDied("the worker is not running")
         try:
@@ -353,12 +366,12 @@ class WorkerHandle:
         except OSError as err:
             raise WorkerDied(f"{self._exit_text()} ({err})") from None
         if frame is None:
-            raise _Timeout()
+            raise ReplyTimeout()
         return frame
 
     def _died(self, task: EvalTask, offset: int, reason: str) -> EvalResult:
         self.kill()
-        return EvalResult(task.task_id, EvaluationStatus.RUNTIME_ERROR, _with_tail(reason, self.tail(offset)))
+        return EvalResult(task.task_id, EvaluationStatus.RUNTIME_ERROR, with_output_tail(reason, self.tail(offset)))
 
     def _exit_text(self) -> str:
         if self.proc is None:
@@ -419,106 +432,6 @@ def close_all(handles: list[WorkerHandle | None]) -> None:
     mark("engine", "killed")
 
 
-class JudgeHandle(WorkerHandle):
-    """The judge process: reference outputs, comparisons and reference timing."""
-
-    def __init__(self, device: str, log_dir: Path) -> None:
-        super().__init__(device, log_dir, name="judge", role="judge")
-        self._task_sent = -1  # the task the judge holds: later messages name it by None
-        self._arena_id = -1  # the shared output buffer the judge has mapped
-
-    def _task_once(self, task: EvalTask) -> EvalTask | None:
-        """The task the first time the judge hears of it, None after (a task carries the whole
-        definition and solution: pickling it for every check cost milliseconds each)."""
-        if self._task_sent == task.task_id:
-            return None
-        self._task_sent = task.task_id
-        return task
-
-    def _ask(self, message: tuple, deadline: float, what: str, blob: Any = b"") -> dict:
-        try:
-            send_object(self.conn, message, blob)
-            header, _ = self._receive(deadline)
-        except _Timeout:
-            self.kill()
-            raise JudgeFailed(EvaluationStatus.TIMEOUT, f"timed out while the judge was {what} "
-                              "(the reference's time counts towards the workload's)") from None
-        except (WorkerDied, WireError, OSError) as err:
-            tail = self.tail()
-            self.kill()
-            raise JudgeFailed(EvaluationStatus.RUNTIME_ERROR, _with_tail(
-                f"the judge process failed while {what} ({err}); not the solution's fault",
-                tail)) from None
-        if header["type"] == "failed":
-            raise JudgeFailed(EvaluationStatus.RUNTIME_ERROR, "the judge failed while " + what
-                              + " (not the solution's fault):\n" + str(header.get("message")))
-        return header
-
-    def announce(self, task: EvalTask) -> None:
-        """Tell the judge a task has started, so it prefetches the task's cached references
-        while the worker builds and makes its inputs (no reply; a dead judge shows at the
-        first check)."""
-        if self.conn is None or not self.alive:
-            return
-        try:
-            send_object(self.conn, ("task", self._task_once(task)))
-        except OSError:
-            self._task_sent = -1
-
-    def share_arena(self, arena: ArenaHandle) -> None:
-        """Map the worker's shared output buffer in the judge, once per buffer (a failure to
-        send shows at the first check)."""
-        if arena.arena_id == self._arena_id or self.conn is None or not self.alive:
-            return
-        try:
-            send_object(self.conn, arena.message(), fds=[arena.fd])
-            self._arena_id = arena.arena_id
-        except OSError:
-            self._arena_id = -1
-
-    def announce_next(self, workload: dict) -> None:
-        """Name the workload that comes after the announced task (no reply)."""
-        if self.conn is None or not self.alive:
-            return
-        try:
-            send_object(self.conn, ("next", workload))
-        except OSError:
-            pass
-
-    def check(self, task: EvalTask, request: dict, blob: bytes, deadline: float) -> dict:
-        header = self._ask(("check", self._task_once(task), request["set"], request["sets"],
-                            request["outputs"],
-                            (request["arena"], request["slot"]) if "slot" in request else None),
-                           deadline,
-                           "checking outputs", blob)
-        status = header.get("status")
-        if header["type"] != "verdict" or status not in STATUSES:
-            raise JudgeFailed(EvaluationStatus.RUNTIME_ERROR, "the judge answered an unexpected message")
-        if header.get("judge_error"):
-            raise JudgeFailed(EvaluationStatus.RUNTIME_ERROR, clip_text(str(header.get("message"))))
-        return {"status": status, "message": clip_text(str(header.get("message", ""))),
-                "correctness": header.get("correctness")
-                if isinstance(header.get("correctness"), dict) else None}
-
-    def latency(self, task: EvalTask, n_sets: int, deadline: float) -> dict:
-        header = self._ask(("latency", self._task_once(task), n_sets), deadline,
-                           "timing the reference")
-        if header["type"] != "latency":
-            raise JudgeFailed(EvaluationStatus.RUNTIME_ERROR, "the judge answered an unexpected message")
-        try:
-            return validate_latency(header)
-        except WireError as err:
-            raise JudgeFailed(EvaluationStatus.RUNTIME_ERROR, str(err)) from None
-
-    def forget(self) -> None:
-        self._task_sent = -1
-        if self.conn is not None and self.alive:
-            try:
-                send_object(self.conn, ("forget",))
-            except OSError:
-                pass
-
-
 def _trusted_result(task_id: int, report: dict) -> EvalResult:
     """The worker's own verdict, as before the judge existed (``FIB_TRUSTED_CHECKS=1`` only:
     measuring the judge's cost, never grading)."""
@@ -526,7 +439,7 @@ def _trusted_result(task_id: int, report: dict) -> EvalResult:
                       report["performance"], report["extra"], report["fatal"])
 
 
-def _with_tail(reason: str, tail: str) -> str:
+def with_output_tail(reason: str, tail: str) -> str:
     return f"{reason}\n--- last lines of the worker's output ---\n{tail}" if tail else reason
 
 
@@ -544,111 +457,3 @@ def default_log_dir() -> Path:
     from fib_core.paths import private_temp_dir
 
     return private_temp_dir("fib-bench-logs-")
-
-
-# --- early start ---------------------------------------------------------------------------------
-
-_EARLY: list[WorkerHandle] = []
-_EARLY_DIRS: list[Path] = []
-
-
-def launch_early(device: str, dataset_root: str | Path | None) -> None:
-    """Start the judge and the first worker now, for the Benchmark that will run next.
-
-    A launcher calls this before it imports torch, loads its dataset and packs the solution:
-    the two processes boot (interpreter, torch, libraries: seconds on a GPU machine) side by
-    side with that work instead of after it. A Benchmark adopts them when they match what it
-    would start itself (role, device, sandbox paths, checking mode; see :func:`take_early`);
-    whatever is not adopted is killed at exit (or by :func:`discard_early`). The worker makes
-    its CUDA context while it boots (nothing of this run uses the GPU yet); a worker adopted
-    here has served nothing: an isolated run's first workload gets a fresh process as always.
-
-    Example: ``launch_early("auto", "/path/to/dataset")`` at the top of a launcher's main.
-    """
-    from fib_core.bench.containment.mounts import worker_mounts
-
-    mounts = worker_mounts(dataset_root)
-    trusted = trusted_checks()
-    if _early_standing(device, mounts, trusted):
-        return  # the last launch's, unused and alive (a watch after a run that failed early)
-    discard_early()  # left over from an earlier launch that no run took: not for this one
-    log_dir = default_log_dir()
-    _EARLY_DIRS.append(log_dir)
-    handles = [WorkerHandle(device, log_dir, mounts=mounts, trusted=trusted,
-                            context_at_start=True)]
-    if not trusted:
-        handles.append(JudgeHandle(device, log_dir))
-    for handle in handles:
-        handle.early_environment = environment_print()
-        try:
-            handle.launch()
-        except OSError:  # could not even spawn: the Benchmark will start its own and say why
-            continue
-        _EARLY.append(handle)
-    if len(_EARLY_DIRS) == 1:
-        import atexit
-
-        atexit.register(discard_early, True)
-
-
-def _launched_with(handle: WorkerHandle, mounts: Mounts, trusted: bool) -> bool:
-    """Whether an early process is alive and was launched with this sandbox and checking mode
-    under this cache folder (a judge: with none of a worker's, ``Mounts()`` and False)."""
-    return (
-        handle.early_environment == environment_print()
-        and handle.mounts == mounts
-        and handle.trusted == trusted
-        and handle.alive
-    )
-
-
-def _early_standing(device: str, mounts: Mounts, trusted: bool) -> bool:
-    """Whether the processes a launch with these settings would start already stand ready:
-    each role once, alive, launched for this device with the same settings."""
-    roles = ["worker"] if trusted else ["judge", "worker"]
-    if sorted(h.role for h in _EARLY) != roles:
-        return False
-    return all(
-        h.requested_device == device
-        and (_launched_with(h, Mounts(), False) if h.role == "judge"
-             else _launched_with(h, mounts, trusted))
-        for h in _EARLY
-    )
-
-
-def take_early(role: str, device: str, mounts: Mounts | None = None,
-               trusted: bool = False) -> WorkerHandle | None:
-    """The early-launched process of ``role`` if it fits a Benchmark on ``device`` with these
-    sandbox paths and checking mode (it is then the caller's), else None. A process launched
-    with device "auto" fits either kind: it resolves "auto" as the launcher did. Both roles
-    must also have been launched under the same cache folder (the judge signs and verifies
-    with that folder's key, a worker's sandbox protects that folder). An early worker that
-    does not fit is killed then: it made its CUDA context as it booted, and a run adopts its
-    first worker once, so it would hold that context, unused, until the launcher exits."""
-    for handle in _EARLY:
-        if (handle.role == role and handle.requested_device in (device, "auto")
-                and _launched_with(handle, mounts if mounts is not None else Mounts(), trusted)):
-            _EARLY.remove(handle)
-            return handle
-    for handle in [h for h in _EARLY if h.role == role == "worker"]:
-        _EARLY.remove(handle)
-        handle.kill()
-    return None
-
-
-def environment_print() -> str:
-    """What a process started ahead of its run took from the environment: the cache folder
-    (its judge signs with that folder's key, its worker's sandbox protects that folder)."""
-    from fib_core.paths import cache_dir
-
-    return str(cache_dir().resolve())
-
-
-def discard_early(remove_logs: bool = False) -> None:
-    """Kill every early-launched process no Benchmark adopted. ``remove_logs`` (at exit, when
-    the adopted ones are stopped too) also removes their log folder."""
-    while _EARLY:
-        _EARLY.pop().kill()
-    if remove_logs:
-        for folder in _EARLY_DIRS:
-            shutil.rmtree(folder, ignore_errors=True)
