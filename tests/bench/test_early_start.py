@@ -166,7 +166,7 @@ def test_the_early_context_is_the_driver_primary_context_of_the_device(monkeypat
     cuDevicePrimaryCtxRetain); without a GPU or a driver there is no thread."""
     import ctypes
 
-    from fib_core.bench.evaluation import exchange, worker
+    from fib_core.bench.evaluation import exchange, head_start
 
     calls = []
 
@@ -185,19 +185,19 @@ def test_the_early_context_is_the_driver_primary_context_of_the_device(monkeypat
             return 0
 
     monkeypatch.setattr(exchange, "cuda_driver", lambda: Driver())
-    assert worker._open_context_early("cpu") is None
-    thread = worker._open_context_early("cuda:1")
-    worker._settle_context("cpu", thread)  # waits for the thread
+    assert head_start.open_context_early("cpu") is None
+    thread = head_start.open_context_early("cuda:1")
+    head_start.settle_context("cpu", thread)  # waits for the thread
     assert not thread.is_alive()
     assert calls == [("cuInit", 0), ("cuDeviceGet", 1), ("cuDevicePrimaryCtxRetain", 7)]
     for requested in ("auto", "cuda"):  # what resolve_device makes of them: device 0
         calls.clear()
-        thread = worker._open_context_early(requested)
+        thread = head_start.open_context_early(requested)
         thread.join()
         assert calls[1] == ("cuDeviceGet", 0)
-    assert worker._open_context_early("cuda:x") is None
+    assert head_start.open_context_early("cuda:x") is None
     monkeypatch.setattr(exchange, "cuda_driver", lambda: None)
-    assert worker._open_context_early("cuda:0") is None
+    assert head_start.open_context_early("cuda:0") is None
 
 
 def test_a_fib_core_in_the_current_folder_does_not_stand_in_for_the_kits(

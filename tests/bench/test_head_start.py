@@ -69,7 +69,7 @@ def test_the_head_start_begins_before_torch_is_imported(tmp_path):
     folder = _fake_smi(tmp_path / "bin", f'echo "{ROW}"')
     code = (
         "import os, sys\n"
-        "from fib_core.bench.evaluation.worker import HeadStart\n"
+        "from fib_core.bench.evaluation.head_start import HeadStart\n"
         "from fib_core.bench.evaluation.environment import read_smi\n"
         "ahead = HeadStart.begin('cuda', context=False)\n"
         "assert 'torch' not in sys.modules\n"
@@ -88,7 +88,7 @@ def test_the_head_start_begins_before_torch_is_imported(tmp_path):
 
 
 def test_a_cpu_worker_starts_nothing_ahead(smi_path, monkeypatch, tmp_path):
-    from fib_core.bench.evaluation.worker import HeadStart
+    from fib_core.bench.evaluation.head_start import HeadStart
 
     monkeypatch.setenv("CUDA_MODULE_LOADING", "LAZY")  # begin() sets them: restored after
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
@@ -101,10 +101,10 @@ def test_a_cpu_worker_starts_nothing_ahead(smi_path, monkeypatch, tmp_path):
 def _warm_in_fresh_interpreter(task_waiting: bool) -> str:
     code = (
         "import socket, sys\n"
-        "from fib_core.bench.evaluation.worker import _warm_triton\n"
+        "from fib_core.bench.evaluation.head_start import warm_triton\n"
         "mine, parent = socket.socketpair()\n"
         f"if {task_waiting}: parent.send(b'x')\n"
-        "_warm_triton(mine)\n"
+        "warm_triton(mine)\n"
         "assert 'triton' in sys.modules  # always: watched alike in every GPU worker\n"
         "from triton.runtime.cache import triton_key\n"
         "print('cached' if triton_key.cache_info().currsize == 1 else 'not cached')\n"

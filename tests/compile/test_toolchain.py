@@ -45,11 +45,11 @@ def test_nvcc_behind_a_link_resolves_to_the_real_toolkit(tmp_path: Path, clean_e
 
 def test_the_kits_cuda_home_export_is_not_blamed_on_the_solution(tmp_path: Path, clean_env) -> None:
     """A worker's check of what a solution changed takes the kit's export as the kit's."""
-    from fib_core.bench.evaluation.worker import _ProcessState
+    from fib_core.bench.evaluation.tamper_watch import ProcessState
 
     kit = fake_toolkit(tmp_path / "cuda", "12.8")
     clean_env.setenv("PATH", f"{kit / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    state = _ProcessState()  # the baseline, taken before the first task's build
+    state = ProcessState()  # the baseline, taken before the first task's build
     toolchain.find_cuda_home()
     assert toolchain.variables_set_here() == {"CUDA_HOME": str(kit)}
     assert state.restore() == [] and os.environ["CUDA_HOME"] == str(kit)

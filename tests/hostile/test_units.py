@@ -718,47 +718,47 @@ def test_a_patched_harness_function_or_module_is_noticed_after_the_task(monkeypa
     import types
 
     import fib_core.bench.evaluation.check as check
-    from fib_core.bench.evaluation import worker
+    from fib_core.bench.evaluation import tamper_watch
 
-    baseline = worker._fingerprint()
-    assert worker._tampered(baseline) == []
+    baseline = tamper_watch.fingerprint()
+    assert tamper_watch.tampered(baseline) == []
     monkeypatch.setattr(check, "check_outputs", lambda *a, **k: None)
     monkeypatch.setattr(check.Tolerance, "to_dict", lambda self: {})
     monkeypatch.setattr(torch, "allclose", lambda *a, **k: True)
     monkeypatch.setattr(check, "brand_new_helper", lambda: None, raising=False)
-    assert worker._tampered(baseline) == [
+    assert tamper_watch.tampered(baseline) == [
         "fib_core.bench.evaluation.check.Tolerance.to_dict", "fib_core.bench.evaluation.check.check_outputs",
         "torch.allclose",
     ]
     monkeypatch.undo()
     monkeypatch.setitem(sys.modules, "fib_core.bench.evaluation.check", types.ModuleType("fake"))
-    assert worker._tampered(baseline) == ["sys.modules['fib_core.bench.evaluation.check']"]
+    assert tamper_watch.tampered(baseline) == ["sys.modules['fib_core.bench.evaluation.check']"]
     monkeypatch.undo()
     monkeypatch.setattr(check.check_outputs, "__code__", (lambda *a, **k: None).__code__)
-    named = worker._tampered(baseline)  # every module that imported it names it too
+    named = tamper_watch.tampered(baseline)  # every module that imported it names it too
     assert "fib_core.bench.evaluation.check.check_outputs.__code__" in named
     assert all(name.endswith("check_outputs.__code__") for name in named)
     monkeypatch.undo()
-    assert worker._tampered(baseline) == []
+    assert tamper_watch.tampered(baseline) == []
 
 
 _DYNAMO_SCRIPT = """
 import functools, sys, torch
 import fib_core.bench.evaluation.check
-from fib_core.bench.evaluation import worker
+from fib_core.bench.evaluation import tamper_watch
 
 def other(seed):
     return None
 
-base = worker._fingerprint()
+base = tamper_watch.fingerprint()
 assert not base.dynamo_loaded and "torch._dynamo" not in sys.modules
 original = torch.manual_seed
 torch.manual_seed = torch._disable_dynamo(other)  # dynamo's wrapper, but dynamo not loaded
-assert not worker._dynamo_import(base, worker._tampered(base))
+assert not tamper_watch.dynamo_import(base, tamper_watch.tampered(base))
 torch.manual_seed = original
 import torch._dynamo
 genuine = torch.manual_seed
-assert genuine is not original and worker._tampered(base) == ["torch.manual_seed"]
+assert genuine is not original and tamper_watch.tampered(base) == ["torch.manual_seed"]
 import types
 forged = [
     functools.wraps(original)(lambda *a, **k: None),  # claims to wrap the original
@@ -769,20 +769,20 @@ forged = [
 ]
 for fake in forged:
     torch.manual_seed = fake
-    assert not worker._dynamo_import(base, worker._tampered(base)), fake
+    assert not tamper_watch.dynamo_import(base, tamper_watch.tampered(base)), fake
 torch.manual_seed = genuine
 saved = torch.allclose
 torch.allclose = lambda *a, **k: True  # dynamo's change plus one more: tampering
-assert not worker._dynamo_import(base, worker._tampered(base))
+assert not tamper_watch.dynamo_import(base, tamper_watch.tampered(base))
 torch.allclose = saved
-assert worker._dynamo_import(base, worker._tampered(base))
-assert worker._tampered(base) == [] and base.dynamo_loaded
+assert tamper_watch.dynamo_import(base, tamper_watch.tampered(base))
+assert tamper_watch.tampered(base) == [] and base.dynamo_loaded
 genuine.__closure__[0].cell_contents = other  # what the wrapper calls is watched from now on
-assert worker._tampered(base) == ["torch.manual_seed.<fn>"]
+assert tamper_watch.tampered(base) == ["torch.manual_seed.<fn>"]
 genuine.__closure__[0].cell_contents = original
 torch.manual_seed = other  # taken in once; a later swap is tampering again
-assert worker._tampered(base) == ["torch.manual_seed"]
-assert not worker._dynamo_import(base, ["torch.manual_seed"])
+assert tamper_watch.tampered(base) == ["torch.manual_seed"]
+assert not tamper_watch.dynamo_import(base, ["torch.manual_seed"])
 print("ok")
 """
 

@@ -16,17 +16,20 @@ The device is settled *before* anything imports Triton: on a machine without a G
 from __future__ import annotations
 
 import argparse
-import ctypes
 import importlib
 import os
 import sys
-import threading
 import traceback
-import types
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from fib_core.bench.evaluation.head_start import HeadStart, settle_context, warm_triton
+from fib_core.bench.evaluation.tamper_watch import (
+    ProcessState,
+    Watched,
+    dynamo_import,
+    fingerprint,
+    tampered,
+)
 from fib_core.bench.evaluation.timeline import mark, memory_milestone
 from fib_core.data.trace import EvaluationStatus
 
@@ -75,288 +78,6 @@ def _register_plugins(modules: tuple[str, ...], seen: set[str]) -> None:
             seen.add(name)
 
 
-Entry = tuple[str, Any, str, Any]  # (name, namespace, attribute, object at the baseline)
-
-
-@dataclass
-class Watched:
-    """What :func:`_fingerprint` saw: entries of mappings (module dicts, class mappingproxies,
-    ``sys.modules``) and of functions (their code and defaults), kept apart so the check
-    after each task is two plain comprehensions."""
-
-    mappings: list[Entry] = field(default_factory=list)
-    functions: list[Entry] = field(default_factory=list)
-    dynamo_loaded: bool = False  # whether torch._dynamo was imported when this was taken
-    # The code object and globals of torch's own dynamo wrapper, learnt when the baseline was
-    # taken (not after a task, when the solution may have changed what makes it).
-    dynamo_wrapper: tuple[Any, dict] | None = None
-
-
-def _fingerprint() -> Watched:
-    """The functions and classes of the kit and of torch's key modules, as objects: a solution
-    that rebound any of them (or swapped a function's code) leaves this worker unfit for the
-    next solution.
-
-    Taken once, at the first task; each namespace is kept as a live view (a module's dict, a
-    class's mappingproxy, ``sys.modules``), so the check after every task (:func:`_tampered`)
-    is a pass over the same entries, not a new walk of every module (that cost about 25 ms
-    per workload). Objects, not ids, are kept: an id can be reused by a new object."""
-    watched = Watched(dynamo_loaded="torch._dynamo" in sys.modules)
-    torch = sys.modules.get("torch")
-    if torch is not None and not watched.dynamo_loaded:
-        try:
-            probe = torch._disable_dynamo(_dynamo_probe)
-            watched.dynamo_wrapper = (probe.__code__, probe.__globals__)
-        except Exception:  # a torch without that helper: its import is not taken in
-            pass
-    entries = watched.mappings
-    for name, module in list(sys.modules.items()):
-        if module is None or not (name == "fib_core" or name.startswith("fib_core.")
-                                  or name in _WATCHED_TORCH):
-            continue
-        entries.append((f"sys.modules[{name!r}]", sys.modules, name, module))
-        namespace = vars(module)
-        for attr, value in list(namespace.items()):
-            if callable(value):
-                entries.append((f"{name}.{attr}", namespace, attr, value))
-                _watch_code(watched, f"{name}.{attr}", value)
-                if isinstance(value, type) and getattr(value, "__module__", "") == name:
-                    members = vars(value)
-                    for member, fn in list(members.items()):
-                        if callable(fn):
-                            entries.append((f"{name}.{attr}.{member}", members, member, fn))
-                            _watch_code(watched, f"{name}.{attr}.{member}", fn)
-    tensor = sys.modules.get("torch")
-    if tensor is not None:
-        members = vars(tensor.Tensor)
-        for member, fn in list(members.items()):
-            if callable(fn):
-                entries.append((f"torch.Tensor.{member}", members, member, fn))
-    return watched
-
-
-def _watch_code(watched: Watched, name: str, fn: Any) -> None:
-    """A Python function's code and defaults can be swapped in place, the object kept."""
-    if isinstance(fn, types.FunctionType):
-        for attr in ("__code__", "__defaults__", "__kwdefaults__"):
-            watched.functions.append((f"{name}.{attr}", fn, attr, getattr(fn, attr)))
-
-
-_WATCHED_TORCH = ("torch", "torch.cuda", "torch.profiler", "torch.testing", "torch.autograd.profiler",
-                  "torch.nn.functional", "torch.utils.benchmark", "triton", "triton.testing")
-
-
-def _dynamo_import(baseline: Watched, changed: list[str]) -> bool:
-    """Whether ``changed`` is exactly what importing ``torch._dynamo`` does on its own, and the
-    baseline now takes that in (True) instead of the worker being replaced.
-
-    That import (``torch.compile``, ``torch.library.triton_op`` and ``torch.profiler``'s start
-    reach it) rebinds ``torch.manual_seed`` to a wrapper that ``torch._disable_dynamo`` makes
-    around the original. The worker no longer imports it at start (about 1 s before every
-    worker's first workload), so a solution that imports it would otherwise read as tampering
-    and cost a new worker per workload. Accepted only when dynamo was absent at the baseline
-    and is loaded now, ``torch.manual_seed`` is the only name changed, and the new object is
-    torch's own wrapper (the code object and globals ``torch._disable_dynamo`` gave when the
-    baseline was taken) holding the baseline's function; its closure is watched from then on.
-    Anything else stays tampering. What the wrapper calls on (``torch._dynamo.disable``, an
-    attribute dynamo caches on the original) is not watched: the kit never calls
-    ``torch.manual_seed`` in a worker (its inputs come from seeded generators)."""
-    torch = sys.modules.get("torch")
-    if baseline.dynamo_loaded or baseline.dynamo_wrapper is None or torch is None \
-            or "torch._dynamo" not in sys.modules or changed != ["torch.manual_seed"]:
-        return False
-    entry = next((e for e in baseline.mappings if e[0] == "torch.manual_seed"), None)
-    wrapper = getattr(torch, "manual_seed", None)
-    if entry is None or type(wrapper) is not types.FunctionType:
-        return False
-    code, namespace = baseline.dynamo_wrapper
-    if wrapper.__code__ is not code or wrapper.__globals__ is not namespace \
-            or code.co_freevars != ("fn", "recursive"):
-        return False
-    try:
-        cells = dict(zip(code.co_freevars, wrapper.__closure__ or (), strict=True))
-        if cells["fn"].cell_contents is not entry[3]:
-            return False
-    except (ValueError, KeyError):  # an empty cell, or not two of them: not dynamo's doing
-        return False
-    index = baseline.mappings.index(entry)
-    baseline.mappings[index] = (entry[0], entry[1], entry[2], wrapper)
-    _watch_code(baseline, entry[0], wrapper)
-    for name, cell in cells.items():  # what the wrapper calls stays what it is now
-        baseline.functions.append((f"{entry[0]}.<{name}>", cell, "cell_contents",
-                                   cell.cell_contents))
-    baseline.dynamo_loaded = True
-    return True
-
-
-def _dynamo_probe() -> None:
-    """What :func:`_fingerprint` has ``torch._disable_dynamo`` wrap, to learn its code."""
-
-
-def _settle_environment() -> None:
-    """Set ``CUDA_MODULE_LOADING`` to lazy (unless set), and ``TORCHINDUCTOR_CACHE_DIR``
-    to the folder torch would choose (in this worker's
-    private temporary folder), unless it is set: torch sets it the first time its compiler's
-    cache folder is asked for, which importing ``torch._dynamo`` does, and the worker no longer
-    does that before its baseline. A solution importing it would otherwise read as changing the
-    worker's environment (what ``torch.compile`` sets when it compiles still does). The folder
-    is torch's rule, not asked of torch: asking imports the compiler (about 1 s)."""
-    import getpass
-    import re
-    import tempfile
-
-    try:
-        user = getpass.getuser()
-    except (KeyError, ModuleNotFoundError, OSError):
-        user = f"uid_{os.getuid()}"
-    name = "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user)
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tempfile.gettempdir(), name))
-    # Lazy module loading: the driver's default since CUDA 12.2, and what torch versions that
-    # set anything set before they start the driver. Set here because the driver may now start
-    # before torch is imported (:func:`_open_context_early`), and reads it once, at its start.
-    os.environ.setdefault("CUDA_MODULE_LOADING", "LAZY")
-
-
-def _open_context_early(requested: str) -> threading.Thread | None:
-    """Start creating this process's CUDA context in a thread, from the process's first
-    moments: the driver's start and the context (0.5 to 0.7 s alone on an H200 machine) then
-    happen while the main thread imports torch, which they slow (both map memory): about 0.1 s
-    is gained net, against making the context after the import.
-
-    For a judge, and for a worker started with ``--context-at-start``: one nothing else is
-    timing beside (a run's first worker, a replacement), never a spare. The thread makes the
-    driver's primary context of the requested device (``auto`` and ``cuda`` mean device 0, as
-    in :func:`resolve_device`) through the driver API, which torch then uses as its own. It
-    runs no Python import, so it cannot meet an import of the main thread halfway; the
-    environment the driver reads is settled before it starts (:func:`_settle_environment`).
-    A failure here (no GPU, no driver) is only a lost head start: :func:`_settle_context`
-    makes the context as before, or the device resolves to the CPU.
-    """
-    index = _device_index(requested)
-    if index is None:
-        return None
-    from fib_core.bench.evaluation.exchange import cuda_driver
-
-    driver = cuda_driver()
-    if driver is None:
-        return None
-
-    def create() -> None:
-        handle, context = ctypes.c_int(), ctypes.c_void_p()
-        if driver.cuInit(0) == 0 and driver.cuDeviceGet(ctypes.byref(handle), index) == 0:
-            driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), handle)
-
-    thread = threading.Thread(target=create, name="cuda-context", daemon=True)
-    thread.start()
-    return thread
-
-
-def _device_index(requested: str) -> int | None:
-    """The CUDA device a ``--device`` value will resolve to, if it is a GPU: ``auto`` and
-    ``cuda`` are device 0 (:func:`resolve_device`), ``cuda:N`` is N, anything else None."""
-    if requested in ("auto", "cuda"):
-        return 0
-    kind, _, number = requested.partition(":")
-    if kind != "cuda":
-        return None
-    try:
-        return int(number)
-    except ValueError:
-        return None
-
-
-def _warm_triton(sock: Any, grace: float = 0.25) -> None:
-    """A GPU worker's Triton, before its first task: imported always (about 0.06 s after torch
-    on an H200 machine), so that Triton's module is watched by the tamper check in every GPU
-    worker alike (:func:`_fingerprint` watches what is imported when it is taken); then,
-    unless a task comes within ``grace`` seconds, Triton's ``triton_key`` computed: the hash of
-    its own files (its compiler library included) that a process pays once, at its first
-    kernel launch (0.35 s of a 0.42 s first GDN decode call on an H200). A worker that waits
-    (``run_local.py --watch`` between edits, a spare, a first worker whose launcher is still
-    loading) pays it there instead of in its first task; one whose task comes at once
-    leaves it to the solution's first launch, or to nobody when the solution launches no
-    Triton kernel. The hash cannot be stopped halfway: a task arriving during it waits for
-    the rest. CPU work only. A Triton without that function, or one that fails here, is
-    left to fail, if at all, in the solution's own call."""
-    import select
-
-    try:
-        import triton  # noqa: F401
-    except Exception:  # not installed, or broken: the solution's own import says so
-        return
-    if select.select([sock], [], [], grace)[0]:
-        return  # the task is here
-    try:
-        from triton.runtime.cache import triton_key
-
-        triton_key()
-    except Exception:  # only a head start
-        return
-    mark("worker", "triton")
-
-
-def _settle_context(device: str, early: threading.Thread | None = None) -> None:
-    """Create the CUDA context (CUDA's start sets environment variables, which must not read
-    as the solution's doing). Called when the first task arrives, not at start-up: a spare
-    worker booting beside a timed one must not touch the GPU. ``early``: the thread of
-    :func:`_open_context_early`, waited for first."""
-    if early is not None:
-        early.join()
-    if not device.startswith("cuda"):
-        return
-    import torch
-
-    torch.empty(1, device=device).add_(1)
-    torch.cuda.synchronize(device)
-
-
-def _tampered(baseline: Watched) -> list[str]:
-    """Names whose object is no longer the one the baseline saw (a removed name is not
-    counted: lazy modules drop and re-add names on their own); about 10 ms for the 25 000
-    entries of a worker that imported torch, against 25 ms for a walk of every module."""
-    changed = [n for n, space, attr, obj in baseline.mappings if space.get(attr, obj) is not obj]
-    changed += [
-        n for n, fn, attr, obj in baseline.functions if getattr(fn, attr, obj) is not obj
-    ]
-    return sorted(changed)
-
-
-class _ProcessState:
-    """Working directory, environment and import path, restored after every task."""
-
-    def __init__(self) -> None:
-        self.cwd = os.getcwd()
-        self.env = dict(os.environ)
-        self.path = list(sys.path)
-
-    def restore(self) -> list[str]:
-        changed = []
-        try:
-            if os.getcwd() != self.cwd:
-                changed.append("working directory")
-        except OSError:
-            changed.append("working directory")
-        os.chdir(self.cwd)
-        toolchain = sys.modules.get("fib_core.compile.toolchain")  # a CUDA build ran here
-        if toolchain is not None:  # the kit's CUDA_HOME export for its build back ends; only
-            # that name, and only a real toolkit folder (solution code shares this process)
-            value = toolchain.variables_set_here().get("CUDA_HOME")
-            if value is not None and os.environ.get("CUDA_HOME") == value and \
-                    toolchain.is_cuda_home(Path(value)):
-                self.env["CUDA_HOME"] = value
-        now = dict(os.environ)
-        if now != self.env:
-            names = sorted(k for k in now.keys() | self.env.keys() if now.get(k) != self.env.get(k))
-            changed.append("environment variables (" + ", ".join(names[:5])
-                           + (", ..." if len(names) > 5 else "") + ")")
-            os.environ.clear()
-            os.environ.update(self.env)
-        if sys.path != self.path:
-            changed.append("sys.path")
-            sys.path[:] = self.path
-        return changed
-
-
 def _send_result(sock: Any, result: Any, tainted: list[str]) -> None:
     from fib_core.bench.evaluation.logs import clip_text
     from fib_core.bench.evaluation.wire import send_frame
@@ -368,26 +89,6 @@ def _send_result(sock: Any, result: Any, tainted: list[str]) -> None:
         "performance": json_safe(result.performance), "extra": json_safe(result.extra),
         "fatal": bool(result.fatal), "tainted": bool(tainted),
     })
-
-
-@dataclass
-class HeadStart:
-    """What a worker or judge starts before importing torch, so that it runs during the
-    import (about 1.5 s) instead of after it: the CUDA context (:func:`_open_context_early`)
-    and ``nvidia-smi`` (:func:`fib_core.bench.evaluation.environment.start_smi`)."""
-
-    context: threading.Thread | None = None
-    smi: Any = None
-
-    @classmethod
-    def begin(cls, requested_device: str, context: bool) -> HeadStart:
-        """Settle the environment, then start both (the context only when ``context``)."""
-        from fib_core.bench.evaluation.environment import start_smi
-
-        _settle_environment()  # before the context thread: the driver reads the environment
-        index = _device_index(requested_device)
-        return cls(_open_context_early(requested_device) if context else None,
-                   start_smi(index) if index is not None else None)
 
 
 def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool = False,
@@ -432,8 +133,8 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
         evaluator.remote_check = RemoteChecker(send_check, receive_verdict)
     plugins: set[str] = set()
     if device.startswith("cuda"):
-        _warm_triton(sock)
-    state: _ProcessState | None = None
+        warm_triton(sock)
+    state: ProcessState | None = None
     baseline: Watched | None = None
     checker = evaluator.remote_check
     while True:
@@ -457,13 +158,13 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
         if state is None:
             current["first"] = task.task_id
             mark("worker", "task1")
-            _settle_context(device, ahead.context)
+            settle_context(device, ahead.context)
             mark("worker", "context")
-            state = _ProcessState()
+            state = ProcessState()
         try:
             _register_plugins(task.config.generator_modules, plugins)
             if baseline is None:
-                baseline = _fingerprint()
+                baseline = fingerprint()
                 mark("worker", "baseline")
             result = evaluator.evaluate(task)
         except Exception:  # a kit bug or a plugin import error: report it, keep serving
@@ -472,8 +173,8 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
         sys.stdout.flush()
         sys.stderr.flush()
         changed = state.restore()
-        tainted = _tampered(baseline or Watched())
-        if baseline is not None and _dynamo_import(baseline, tainted):
+        tainted = tampered(baseline or Watched())
+        if baseline is not None and dynamo_import(baseline, tainted):
             tainted = []
         if changed or tainted:
             notes = result.extra.setdefault("warnings", [])
@@ -518,7 +219,7 @@ def serve_judge(sock: Any, requested_device: str, ahead: HeadStart | None = None
     # The judge's context now (it is never a spare), made in the thread ``ahead`` started:
     # its reads then page-lock memory in threads that find the context made
     # (integrity.PinnedPool).
-    _settle_context(device, ahead.context)
+    settle_context(device, ahead.context)
     judge = JudgeServer(Evaluator(device, env))
     plugins: set[str] = set()
     task = None  # sent once per task; later messages carry None
