@@ -1,5 +1,9 @@
 """fib_core.bench — the benchmark engine: inputs -> reference -> check -> timing, in workers.
 
+The launching process is :mod:`.engine`, what runs in a worker and the judge is
+:mod:`.evaluation`, what a solution may reach is :mod:`.containment`; this package is their
+public face.
+
 Public API (other packages and launchers rely on these names)::
 
     from fib_core.bench import Benchmark, BenchmarkConfig
@@ -28,13 +32,14 @@ Benchmark(trace_set, log_level="INFO"); bench.run(config); bench.flush()`` or
   definition, total)``, ``WorkloadStarted(uuid, index, total, solution)``,
   ``WorkloadFinished(trace, index, total)``, ``WorkloadSkipped(uuid, solution, index, total)``,
   ``Log(message, level)``.
-- Inputs (:mod:`.inputs`): ``generate_inputs(definition, workload, *, seed, device,
+- Inputs (:mod:`.evaluation.inputs`): ``generate_inputs(definition, workload, *, seed, device,
   dataset_root, input_set=0, blob_cache=None) -> list``; ``generate_timing_sets(definition,
   workload, *, seed, device, dataset_root, first, count) -> list[list]`` (sets that are timed,
   never checked: drawn many at once when the generator takes ``sets``);
   ``register_input_generator(name)`` decorating ``fn(definition, axes, gen, device) ->
   dict[str, Tensor]``.
-- Correctness (:mod:`.check`): ``Tolerance``, ``resolve_tolerance(definition, config)``
+- Correctness (:mod:`.evaluation.check`, :mod:`.evaluation.tolerance`): ``Tolerance``,
+  ``resolve_tolerance(definition, config)``
   (defaults -> op_type -> definition ``"tolerance": {...}`` key -> config), ``check_outputs``,
   ``CheckResult(status, correctness, message)``, ``register_checker(name)`` (a definition name
   or a ``"checker"`` kind declared in the definition JSON).
@@ -82,10 +87,10 @@ __all__ = [
 _LAZY = {
     "Benchmark": "fib_core.bench.benchmark",
     "CheckResult": "fib_core.bench.evaluation.check",
-    "Tolerance": "fib_core.bench.evaluation.check",
+    "Tolerance": "fib_core.bench.evaluation.tolerance",
     "check_outputs": "fib_core.bench.evaluation.check",
     "register_checker": "fib_core.bench.evaluation.check",
-    "resolve_tolerance": "fib_core.bench.evaluation.check",
+    "resolve_tolerance": "fib_core.bench.evaluation.tolerance",
     "generate_inputs": "fib_core.bench.evaluation.inputs",
     "generate_timing_sets": "fib_core.bench.evaluation.inputs",
     "register_input_generator": "fib_core.bench.evaluation.inputs",

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fib_core.bench.evaluation.check import unravel_index
+from fib_core.bench.evaluation.compare import unravel_index
 
 TOP_DIFFERENCES = 10
 

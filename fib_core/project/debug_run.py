@@ -65,9 +65,10 @@ def run_once(
 ) -> OneCall:
     """Build, make input set 0, run the reference and the solution once, check the outputs."""
     from fib_core.bench.config import BenchmarkConfig
-    from fib_core.bench.evaluation.check import check_outputs, poison_, resolve_tolerance
+    from fib_core.bench.evaluation.check import check_outputs, poison_
     from fib_core.bench.evaluation.inputs import generate_inputs
     from fib_core.bench.evaluation.reference import clone_args, reference_outputs
+    from fib_core.bench.evaluation.tolerance import resolve_tolerance
     from fib_core.compile import build
 
     runnable = build(solution, definition, build_options)

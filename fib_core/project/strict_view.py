@@ -5,7 +5,7 @@ about 0.02-0.05 against atol = 0.01, so an output off by 20 % passes. After the 
 run prints, per workload, the relative L2 error of the whole output and the largest error over
 the output's typical magnitude (its reference's RMS) and its overall scale error, warns in one line when the definition's
 atol is a sizeable share of that magnitude, and with ``--strict`` fails the workloads that the
-strict check (:func:`fib_core.bench.evaluation.check.strict_problems`) rejects. The judge's verdicts, the
+strict check (:func:`fib_core.bench.evaluation.compare.strict_problems`) rejects. The judge's verdicts, the
 ledger and the score are not changed.
 
 Example::
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fib_core.bench.evaluation.check import LOOSE_ATOL_SHARE, loose_tolerance, strict_problems
+from fib_core.bench.evaluation.compare import LOOSE_ATOL_SHARE, loose_tolerance, strict_problems
 
 
 def _extra(trace: Any) -> dict[str, Any] | None:

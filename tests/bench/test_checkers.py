@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fib_core.bench.evaluation.check import Tolerance, check_outputs
+from fib_core.bench.evaluation.check import check_outputs
+from fib_core.bench.evaluation.tolerance import Tolerance
 from fib_core.data.definition import Definition
 from fib_core.dataset import registry
 

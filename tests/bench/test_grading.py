@@ -57,7 +57,7 @@ def test_prefill_uses_the_organizers_counts_locally_and_isolation_only_in_contes
 
 
 def test_moe_contest_tolerance_comes_from_its_file() -> None:
-    from fib_core.bench.evaluation.check import resolve_tolerance
+    from fib_core.bench.evaluation.tolerance import resolve_tolerance
     from fib_core.data.definition import Definition
 
     contest = eval_settings(MOE).contest_fields()
@@ -85,7 +85,7 @@ def test_a_moe_without_settings_gets_the_packaged_op_type_ratio_in_both_paths(
     its file's 0.9 both ways."""
     import json
 
-    from fib_core.bench.evaluation.check import resolve_tolerance
+    from fib_core.bench.evaluation.tolerance import resolve_tolerance
     from fib_core.bench.grading import OP_TYPE_TOLERANCE
     from fib_core.data.definition import Definition
     from fib_core.dataset import registry

@@ -9,13 +9,13 @@ import pytest
 import torch
 from rich.console import Console
 
-from fib_core.bench.evaluation.check import (
-    Tolerance,
+from fib_core.bench.evaluation.compare import (
     compare_tensor,
     loose_tolerance,
     strict_atol,
     strict_problems,
 )
+from fib_core.bench.evaluation.tolerance import Tolerance
 from fib_core.data import Trace
 from fib_core.project.strict_view import print_correctness_view
 

@@ -150,10 +150,10 @@ def test_rechecked_timed_calls_are_checked_from_device_or_host_copies(
     the host past it; either way an honest kernel passes and one that stops computing fails."""
     from fib_core.bench.config import BenchmarkConfig
     from fib_core.bench.evaluation import solution_timing
-    from fib_core.bench.evaluation.check import resolve_tolerance
     from fib_core.bench.evaluation.environment import EnvironmentInfo
     from fib_core.bench.evaluation.evaluator import Evaluator
     from fib_core.bench.evaluation.failures import Failed
+    from fib_core.bench.evaluation.tolerance import resolve_tolerance
 
     monkeypatch.setenv("FIB_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(solution_timing, "KEPT_ON_DEVICE_BYTES", budget)

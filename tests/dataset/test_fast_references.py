@@ -11,9 +11,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fib_core.bench.evaluation.check import check_outputs, resolve_tolerance
+from fib_core.bench.evaluation.check import check_outputs
 from fib_core.bench.evaluation.inputs import generate_inputs
 from fib_core.bench.evaluation.reference import fast_reference_for
+from fib_core.bench.evaluation.tolerance import resolve_tolerance
 from fib_core.data.traceset import TraceSet
 from fib_core.dataset import embedded_dataset_path, registry
 from fib_core.dataset.references import reference_run

@@ -719,15 +719,17 @@ def test_a_patched_harness_function_or_module_is_noticed_after_the_task(monkeypa
 
     import fib_core.bench.evaluation.check as check
     from fib_core.bench.evaluation import tamper_watch
+    from fib_core.bench.evaluation.tolerance import Tolerance
 
     baseline = tamper_watch.fingerprint()
     assert tamper_watch.tampered(baseline) == []
     monkeypatch.setattr(check, "check_outputs", lambda *a, **k: None)
-    monkeypatch.setattr(check.Tolerance, "to_dict", lambda self: {})
+    monkeypatch.setattr(Tolerance, "to_dict", lambda self: {})
     monkeypatch.setattr(torch, "allclose", lambda *a, **k: True)
     monkeypatch.setattr(check, "brand_new_helper", lambda: None, raising=False)
     assert tamper_watch.tampered(baseline) == [
-        "fib_core.bench.evaluation.check.Tolerance.to_dict", "fib_core.bench.evaluation.check.check_outputs",
+        "fib_core.bench.evaluation.check.check_outputs",
+        "fib_core.bench.evaluation.tolerance.Tolerance.to_dict",
         "torch.allclose",
     ]
     monkeypatch.undo()

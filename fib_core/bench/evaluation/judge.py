@@ -332,7 +332,8 @@ class JudgeServer:
 
     def check(self, task: Any, set_index: int, n_sets: int, specs: list, blob: bytes) -> dict:
         """The verdict on one set of outputs (already validated by the parent)."""
-        from fib_core.bench.evaluation.check import check_outputs, checker_for, resolve_tolerance
+        from fib_core.bench.evaluation.check import check_outputs, checker_for
+        from fib_core.bench.evaluation.tolerance import resolve_tolerance
 
         st = self._task(task, n_sets)
         if set_index >= len(st.sets):

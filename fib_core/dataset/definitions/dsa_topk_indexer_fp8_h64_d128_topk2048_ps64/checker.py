@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fib_core.bench.evaluation.check import CheckResult, Tolerance, element_failures
+from fib_core.bench.evaluation.check import CheckResult
+from fib_core.bench.evaluation.compare import element_failures
+from fib_core.bench.evaluation.tolerance import Tolerance
 from fib_core.data.trace import Correctness, EvaluationStatus
 
 if TYPE_CHECKING:
