@@ -43,6 +43,8 @@ VARIANTS: list[dict] = [
     {"prep_warps": 8},
     {"prep_warps": 4},
     {"out_block_v": 128},
+    {"fused": True},
+    {"fused": False},
 ]
 
 
@@ -143,7 +145,7 @@ def main() -> int:
                 lines.append(f"  {label(kw):58s} {type(err).__name__}: {str(err)[:100]}")
             finally:
                 mod.launch_config = base
-        for name in ("chunk_prep_kernel", "chunk_scan_kernel", "chunk_output_kernel"):
+        for name in ("gdn_prefill_fused_kernel", "prep_kernel", "scan_kernel", "output_kernel"):
             lines.append(f"  {name}: {compiled_info(getattr(mod, name))}")
 
     out_dir = os.environ.get("OUT")

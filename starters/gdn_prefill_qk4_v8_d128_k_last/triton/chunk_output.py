@@ -22,7 +22,8 @@ from .chunk_prep import locate_chunk
 
 
 @triton.jit
-def chunk_output_kernel(
+def chunk_output(
+    pid, i_h, i_v,
     q_ptr, k_ptr, u_ptr, g_ptr, h_ptr, cu_ptr,
     out_ptr,
     num_seqs,
@@ -41,52 +42,50 @@ def chunk_output_kernel(
     F32_DOT: tl.constexpr,
     NATIVE_BF16: tl.constexpr,
     S0_BF16: tl.constexpr,
+    LOAD_CACHE: tl.constexpr,
 ):
-    # --- which chunk, head and output columns; surplus programs leave at once -----------------
-    pid = tl.program_id(0)
-    i_h = tl.program_id(1)
-    i_v = tl.program_id(2)
+    # --- which chunk, head and output columns ------------------------------------------------
     i_qk = i_h // GROUP
     seq, start, eos = locate_chunk(cu_ptr, num_seqs, pid, CHUNK, BLOCK_N)
-    if seq >= num_seqs:
-        return
+    if seq < num_seqs:  # surplus items (the host's upper bound) do nothing
+        offs_k = tl.arange(0, BLOCK_K)
+        offs_v = i_v * BLOCK_V + tl.arange(0, BLOCK_V)
+        mask_k = offs_k < K
+        mask_v = offs_v < V
+        r = tl.arange(0, CHUNK)
+        rows = start + r
+        m_t = rows < eos
+        m_tk = m_t[:, None] & mask_k[None, :]
+        m_tv = m_t[:, None] & mask_v[None, :]
 
-    offs_k = tl.arange(0, BLOCK_K)
-    offs_v = i_v * BLOCK_V + tl.arange(0, BLOCK_V)
-    mask_k = offs_k < K
-    mask_v = offs_v < V
-    r = tl.arange(0, CHUNK)
-    rows = start + r
-    m_t = rows < eos
-    m_tk = m_t[:, None] & mask_k[None, :]
-    m_tv = m_t[:, None] & mask_v[None, :]
+        # --- inputs: this chunk's q, k, decay and corrections, and the state it started from -----
+        qc = tl.load(q_ptr + rows[:, None] * stride_q_t + i_qk * stride_q_h + offs_k[None, :],
+                     mask=m_tk, other=0.0)
+        kc = tl.load(k_ptr + rows[:, None] * stride_k_t + i_qk * stride_k_h + offs_k[None, :],
+                     mask=m_tk, other=0.0)
+        gc = tl.load(g_ptr + rows * stride_g_t + i_h, mask=m_t, other=0.0,
+                     cache_modifier=LOAD_CACHE)
+        uc = tl.load(u_ptr + rows[:, None] * stride_u_t + i_h * stride_u_h + offs_v[None, :],
+                     mask=m_tv, other=0.0, cache_modifier=LOAD_CACHE).to(tl.float32)
+        s0 = tl.load(h_ptr + pid.to(tl.int64) * stride_h_c + i_h * stride_h_h
+                     + offs_v[:, None] * K + offs_k[None, :],
+                     mask=mask_v[:, None] & mask_k[None, :], other=0.0,
+                     cache_modifier=LOAD_CACHE)
 
-    # --- inputs: this chunk's q, k, decay and corrections, and the state it started from -----
-    qc = tl.load(q_ptr + rows[:, None] * stride_q_t + i_qk * stride_q_h + offs_k[None, :],
-                 mask=m_tk, other=0.0)
-    kc = tl.load(k_ptr + rows[:, None] * stride_k_t + i_qk * stride_k_h + offs_k[None, :],
-                 mask=m_tk, other=0.0)
-    gc = tl.load(g_ptr + rows * stride_g_t + i_h, mask=m_t, other=0.0)
-    uc = tl.load(u_ptr + rows[:, None] * stride_u_t + i_h * stride_u_h + offs_v[None, :],
-                 mask=m_tv, other=0.0).to(tl.float32)
-    s0 = tl.load(h_ptr + pid.to(tl.int64) * stride_h_c + i_h * stride_h_h
-                 + offs_v[:, None] * K + offs_k[None, :],
-                 mask=mask_v[:, None] & mask_k[None, :], other=0.0)
-
-    # --- O = scale * (gamma * Q S0^T + P U) ------------------------------------------------------
-    # Q K^T has exact products (bf16 values): bf16 operands on the GPU; fp32 operands in tf32
-    # (which holds them exactly) in Triton's CPU interpreter, which mis-multiplies bf16 tiles.
-    # Q S0^T likewise uses bf16 operands when the saved states are bf16.
-    if NATIVE_BF16:
-        qk = tl.dot(qc, tl.trans(kc))
-    else:
-        qk = tl.dot(qc.to(tl.float32), tl.trans(kc.to(tl.float32)), input_precision="tf32")
-    causal = r[:, None] >= r[None, :]
-    p = tl.where(causal, qk * tl.exp(tl.where(causal, gc[:, None] - gc[None, :], 0.0)), 0.0)
-    if S0_BF16:
-        qs = tl.dot(qc, tl.trans(s0))
-    else:
-        qs = tl.dot(qc.to(tl.float32), tl.trans(s0.to(tl.float32)), input_precision=F32_DOT)
-    o = scale * (tl.exp(gc)[:, None] * qs + tl.dot(p, uc, input_precision=F32_DOT))
-    tl.store(out_ptr + rows[:, None] * stride_o_t + i_h * stride_o_h + offs_v[None, :],
-             o.to(out_ptr.dtype.element_ty), mask=m_tv)
+        # --- O = scale * (gamma * Q S0^T + P U) ------------------------------------------------------
+        # Q K^T has exact products (bf16 values): bf16 operands on the GPU; fp32 operands in tf32
+        # (which holds them exactly) in Triton's CPU interpreter, which mis-multiplies bf16 tiles.
+        # Q S0^T likewise uses bf16 operands when the saved states are bf16.
+        if NATIVE_BF16:
+            qk = tl.dot(qc, tl.trans(kc))
+        else:
+            qk = tl.dot(qc.to(tl.float32), tl.trans(kc.to(tl.float32)), input_precision="tf32")
+        causal = r[:, None] >= r[None, :]
+        p = tl.where(causal, qk * tl.exp(tl.where(causal, gc[:, None] - gc[None, :], 0.0)), 0.0)
+        if S0_BF16:
+            qs = tl.dot(qc, tl.trans(s0))
+        else:
+            qs = tl.dot(qc.to(tl.float32), tl.trans(s0.to(tl.float32)), input_precision=F32_DOT)
+        o = scale * (tl.exp(gc)[:, None] * qs + tl.dot(p, uc, input_precision=F32_DOT))
+        tl.store(out_ptr + rows[:, None] * stride_o_t + i_h * stride_o_h + offs_v[None, :],
+                 o.to(out_ptr.dtype.element_ty), mask=m_tv)

@@ -190,7 +190,8 @@ def _store_rows(
 
 
 @triton.jit
-def chunk_prep_kernel(
+def chunk_prep(
+    pid, i_h,
     k_ptr, v_ptr, a_ptr, b_ptr, a_log_ptr, dt_bias_ptr, cu_ptr,
     w_ptr, u_ptr, g_ptr,
     num_seqs,
@@ -209,95 +210,91 @@ def chunk_prep_kernel(
     F32_DOT: tl.constexpr,
     NATIVE_BF16: tl.constexpr,
 ):
-    # --- which chunk and head; surplus programs (the host's upper bound) leave at once -------
-    pid = tl.program_id(0)
-    i_h = tl.program_id(1)
+    # --- which chunk and head ------------------------------------------------------------------
     i_qk = i_h // GROUP
     seq, start, eos = locate_chunk(cu_ptr, num_seqs, pid, CHUNK, BLOCK_N)
-    if seq >= num_seqs:
-        return
+    if seq < num_seqs:  # surplus items (the host's upper bound) do nothing
+        a_log = tl.load(a_log_ptr + i_h).to(tl.float32)
+        dt_bias = tl.load(dt_bias_ptr + i_h).to(tl.float32)
 
-    a_log = tl.load(a_log_ptr + i_h).to(tl.float32)
-    dt_bias = tl.load(dt_bias_ptr + i_h).to(tl.float32)
+        # --- keys and gates of the four 16-token blocks; in-chunk cumulative log decay ------------
+        k0, lg0, be0 = _load_block(k_ptr, a_ptr, b_ptr, start, eos, i_h, i_qk, a_log, dt_bias,
+                                   stride_k_t, stride_k_h, stride_a_t, stride_b_t, K, BLOCK_K, SUB)
+        k1, lg1, be1 = _load_block(k_ptr, a_ptr, b_ptr, start + SUB, eos, i_h, i_qk, a_log, dt_bias,
+                                   stride_k_t, stride_k_h, stride_a_t, stride_b_t, K, BLOCK_K, SUB)
+        k2, lg2, be2 = _load_block(k_ptr, a_ptr, b_ptr, start + 2 * SUB, eos, i_h, i_qk, a_log,
+                                   dt_bias, stride_k_t, stride_k_h, stride_a_t, stride_b_t, K,
+                                   BLOCK_K, SUB)
+        k3, lg3, be3 = _load_block(k_ptr, a_ptr, b_ptr, start + 3 * SUB, eos, i_h, i_qk, a_log,
+                                   dt_bias, stride_k_t, stride_k_h, stride_a_t, stride_b_t, K,
+                                   BLOCK_K, SUB)
+        g0 = tl.cumsum(lg0, 0)
+        g1 = tl.cumsum(lg1, 0) + tl.sum(lg0, 0)
+        g2 = tl.cumsum(lg2, 0) + tl.sum(lg0, 0) + tl.sum(lg1, 0)
+        g3 = tl.cumsum(lg3, 0) + tl.sum(lg0, 0) + tl.sum(lg1, 0) + tl.sum(lg2, 0)
 
-    # --- keys and gates of the four 16-token blocks; in-chunk cumulative log decay ------------
-    k0, lg0, be0 = _load_block(k_ptr, a_ptr, b_ptr, start, eos, i_h, i_qk, a_log, dt_bias,
-                               stride_k_t, stride_k_h, stride_a_t, stride_b_t, K, BLOCK_K, SUB)
-    k1, lg1, be1 = _load_block(k_ptr, a_ptr, b_ptr, start + SUB, eos, i_h, i_qk, a_log, dt_bias,
-                               stride_k_t, stride_k_h, stride_a_t, stride_b_t, K, BLOCK_K, SUB)
-    k2, lg2, be2 = _load_block(k_ptr, a_ptr, b_ptr, start + 2 * SUB, eos, i_h, i_qk, a_log,
-                               dt_bias, stride_k_t, stride_k_h, stride_a_t, stride_b_t, K,
-                               BLOCK_K, SUB)
-    k3, lg3, be3 = _load_block(k_ptr, a_ptr, b_ptr, start + 3 * SUB, eos, i_h, i_qk, a_log,
-                               dt_bias, stride_k_t, stride_k_h, stride_a_t, stride_b_t, K,
-                               BLOCK_K, SUB)
-    g0 = tl.cumsum(lg0, 0)
-    g1 = tl.cumsum(lg1, 0) + tl.sum(lg0, 0)
-    g2 = tl.cumsum(lg2, 0) + tl.sum(lg0, 0) + tl.sum(lg1, 0)
-    g3 = tl.cumsum(lg3, 0) + tl.sum(lg0, 0) + tl.sum(lg1, 0) + tl.sum(lg2, 0)
+        r = tl.arange(0, SUB)
+        for blk in tl.static_range(4):
+            if blk == 0:
+                gb = g0
+            elif blk == 1:
+                gb = g1
+            elif blk == 2:
+                gb = g2
+            else:
+                gb = g3
+            rows = start + blk * SUB + r
+            tl.store(g_ptr + rows * stride_g_t + i_h, gb, mask=rows < eos)
 
-    r = tl.arange(0, SUB)
-    for blk in tl.static_range(4):
-        if blk == 0:
-            gb = g0
-        elif blk == 1:
-            gb = g1
-        elif blk == 2:
-            gb = g2
-        else:
-            gb = g3
-        rows = start + blk * SUB + r
-        tl.store(g_ptr + rows * stride_g_t + i_h, gb, mask=rows < eos)
+        # --- A = strictly lower part of diag(beta) (K K^T * gamma_t / gamma_s), in 16x16 blocks --
+        a00 = _a_block(k0, k0, be0, g0, g0, True, SUB, NATIVE_BF16)
+        a11 = _a_block(k1, k1, be1, g1, g1, True, SUB, NATIVE_BF16)
+        a22 = _a_block(k2, k2, be2, g2, g2, True, SUB, NATIVE_BF16)
+        a33 = _a_block(k3, k3, be3, g3, g3, True, SUB, NATIVE_BF16)
+        a10 = _a_block(k1, k0, be1, g1, g0, False, SUB, NATIVE_BF16)
+        a20 = _a_block(k2, k0, be2, g2, g0, False, SUB, NATIVE_BF16)
+        a21 = _a_block(k2, k1, be2, g2, g1, False, SUB, NATIVE_BF16)
+        a30 = _a_block(k3, k0, be3, g3, g0, False, SUB, NATIVE_BF16)
+        a31 = _a_block(k3, k1, be3, g3, g1, False, SUB, NATIVE_BF16)
+        a32 = _a_block(k3, k2, be3, g3, g2, False, SUB, NATIVE_BF16)
 
-    # --- A = strictly lower part of diag(beta) (K K^T * gamma_t / gamma_s), in 16x16 blocks --
-    a00 = _a_block(k0, k0, be0, g0, g0, True, SUB, NATIVE_BF16)
-    a11 = _a_block(k1, k1, be1, g1, g1, True, SUB, NATIVE_BF16)
-    a22 = _a_block(k2, k2, be2, g2, g2, True, SUB, NATIVE_BF16)
-    a33 = _a_block(k3, k3, be3, g3, g3, True, SUB, NATIVE_BF16)
-    a10 = _a_block(k1, k0, be1, g1, g0, False, SUB, NATIVE_BF16)
-    a20 = _a_block(k2, k0, be2, g2, g0, False, SUB, NATIVE_BF16)
-    a21 = _a_block(k2, k1, be2, g2, g1, False, SUB, NATIVE_BF16)
-    a30 = _a_block(k3, k0, be3, g3, g0, False, SUB, NATIVE_BF16)
-    a31 = _a_block(k3, k1, be3, g3, g1, False, SUB, NATIVE_BF16)
-    a32 = _a_block(k3, k2, be3, g3, g2, False, SUB, NATIVE_BF16)
+        # --- T = (I + A)^-1: diagonal blocks by substitution, the rest by the block formula -------
+        t00 = _invert_unit_lower(a00, SUB)
+        t11 = _invert_unit_lower(a11, SUB)
+        t22 = _invert_unit_lower(a22, SUB)
+        t33 = _invert_unit_lower(a33, SUB)
+        t10 = -_mm(t11, _mm(a10, t00))
+        t21 = -_mm(t22, _mm(a21, t11))
+        t20 = -_mm(t22, _mm(a20, t00) + _mm(a21, t10))
+        t32 = -_mm(t33, _mm(a32, t22))
+        t31 = -_mm(t33, _mm(a31, t11) + _mm(a32, t21))
+        t30 = -_mm(t33, _mm(a30, t00) + _mm(a31, t10) + _mm(a32, t20))
 
-    # --- T = (I + A)^-1: diagonal blocks by substitution, the rest by the block formula -------
-    t00 = _invert_unit_lower(a00, SUB)
-    t11 = _invert_unit_lower(a11, SUB)
-    t22 = _invert_unit_lower(a22, SUB)
-    t33 = _invert_unit_lower(a33, SUB)
-    t10 = -_mm(t11, _mm(a10, t00))
-    t21 = -_mm(t22, _mm(a21, t11))
-    t20 = -_mm(t22, _mm(a20, t00) + _mm(a21, t10))
-    t32 = -_mm(t33, _mm(a32, t22))
-    t31 = -_mm(t33, _mm(a31, t11) + _mm(a32, t21))
-    t30 = -_mm(t33, _mm(a30, t00) + _mm(a31, t10) + _mm(a32, t20))
-
-    # --- W = T diag(beta gamma) K and U~ = T diag(beta) V, one 16-row block at a time ---------
-    bg0 = be0 * tl.exp(g0)
-    bg1 = be1 * tl.exp(g1)
-    bg2 = be2 * tl.exp(g2)
-    bg3 = be3 * tl.exp(g3)
-    _store_rows(w_ptr, u_ptr, k_ptr, v_ptr, start, eos, i_h, i_qk,
-                t00, t00, t00, t00, be0, be0, be0, be0, bg0, bg0, bg0, bg0,
-                stride_k_t, stride_k_h, stride_v_t, stride_v_h,
-                stride_w_t, stride_w_h, stride_u_t, stride_u_h,
-                K, V, BLOCK_K, BLOCK_V, SUB, 1, F32_DOT)
-    _store_rows(w_ptr, u_ptr, k_ptr, v_ptr, start + SUB, eos, i_h, i_qk,
-                t10, t11, t11, t11, be0, be1, be1, be1, bg0, bg1, bg1, bg1,
-                stride_k_t, stride_k_h, stride_v_t, stride_v_h,
-                stride_w_t, stride_w_h, stride_u_t, stride_u_h,
-                K, V, BLOCK_K, BLOCK_V, SUB, 2, F32_DOT)
-    _store_rows(w_ptr, u_ptr, k_ptr, v_ptr, start + 2 * SUB, eos, i_h, i_qk,
-                t20, t21, t22, t22, be0, be1, be2, be2, bg0, bg1, bg2, bg2,
-                stride_k_t, stride_k_h, stride_v_t, stride_v_h,
-                stride_w_t, stride_w_h, stride_u_t, stride_u_h,
-                K, V, BLOCK_K, BLOCK_V, SUB, 3, F32_DOT)
-    _store_rows(w_ptr, u_ptr, k_ptr, v_ptr, start + 3 * SUB, eos, i_h, i_qk,
-                t30, t31, t32, t33, be0, be1, be2, be3, bg0, bg1, bg2, bg3,
-                stride_k_t, stride_k_h, stride_v_t, stride_v_h,
-                stride_w_t, stride_w_h, stride_u_t, stride_u_h,
-                K, V, BLOCK_K, BLOCK_V, SUB, 4, F32_DOT)
+        # --- W = T diag(beta gamma) K and U~ = T diag(beta) V, one 16-row block at a time ---------
+        bg0 = be0 * tl.exp(g0)
+        bg1 = be1 * tl.exp(g1)
+        bg2 = be2 * tl.exp(g2)
+        bg3 = be3 * tl.exp(g3)
+        _store_rows(w_ptr, u_ptr, k_ptr, v_ptr, start, eos, i_h, i_qk,
+                    t00, t00, t00, t00, be0, be0, be0, be0, bg0, bg0, bg0, bg0,
+                    stride_k_t, stride_k_h, stride_v_t, stride_v_h,
+                    stride_w_t, stride_w_h, stride_u_t, stride_u_h,
+                    K, V, BLOCK_K, BLOCK_V, SUB, 1, F32_DOT)
+        _store_rows(w_ptr, u_ptr, k_ptr, v_ptr, start + SUB, eos, i_h, i_qk,
+                    t10, t11, t11, t11, be0, be1, be1, be1, bg0, bg1, bg1, bg1,
+                    stride_k_t, stride_k_h, stride_v_t, stride_v_h,
+                    stride_w_t, stride_w_h, stride_u_t, stride_u_h,
+                    K, V, BLOCK_K, BLOCK_V, SUB, 2, F32_DOT)
+        _store_rows(w_ptr, u_ptr, k_ptr, v_ptr, start + 2 * SUB, eos, i_h, i_qk,
+                    t20, t21, t22, t22, be0, be1, be2, be2, bg0, bg1, bg2, bg2,
+                    stride_k_t, stride_k_h, stride_v_t, stride_v_h,
+                    stride_w_t, stride_w_h, stride_u_t, stride_u_h,
+                    K, V, BLOCK_K, BLOCK_V, SUB, 3, F32_DOT)
+        _store_rows(w_ptr, u_ptr, k_ptr, v_ptr, start + 3 * SUB, eos, i_h, i_qk,
+                    t30, t31, t32, t33, be0, be1, be2, be3, bg0, bg1, bg2, bg3,
+                    stride_k_t, stride_k_h, stride_v_t, stride_v_h,
+                    stride_w_t, stride_w_h, stride_u_t, stride_u_h,
+                    K, V, BLOCK_K, BLOCK_V, SUB, 4, F32_DOT)
 
 
 def prep_grid(total_tokens: int, num_seqs: int, num_v_heads: int) -> tuple[int, int]:

@@ -27,7 +27,8 @@ import triton.language as tl
 
 
 @triton.jit
-def chunk_scan_kernel(
+def chunk_scan(
+    i_n, i_h, i_v,
     k_ptr, w_ptr, u_ptr, g_ptr, cu_ptr, state_ptr,
     h_ptr, new_state_ptr,
     num_seqs,
@@ -45,11 +46,9 @@ def chunk_scan_kernel(
     HAS_STATE: tl.constexpr,
     DOT_BF16: tl.constexpr,
     F32_DOT: tl.constexpr,
+    LOAD_CACHE: tl.constexpr,
 ):
     # --- which sequence, value head and state rows this program owns -------------------------
-    i_n = tl.program_id(0)
-    i_h = tl.program_id(1)
-    i_v = tl.program_id(2)
     i_qk = i_h // GROUP
     bos = tl.load(cu_ptr + i_n).to(tl.int64)
     eos = tl.load(cu_ptr + i_n + 1).to(tl.int64)
@@ -86,10 +85,12 @@ def chunk_scan_kernel(
         u_ptrs = u_ptr + rows[:, None] * stride_u_t + i_h * stride_u_h + offs_v[None, :]
         kc = tl.load(k_ptr + rows[:, None] * stride_k_t + i_qk * stride_k_h + offs_k[None, :],
                      mask=m_tk, other=0.0)
+        # W, U~ and G were written by other programs; in one fused launch LOAD_CACHE is
+        # ".cg", which reads them from L2, past an L1 that could hold older lines.
         wc = tl.load(w_ptr + rows[:, None] * stride_w_t + i_h * stride_w_h + offs_k[None, :],
-                     mask=m_tk, other=0.0)
-        uc = tl.load(u_ptrs, mask=m_tv, other=0.0).to(tl.float32)
-        gc = tl.load(g_ptr + rows * stride_g_t + i_h, mask=m_t, other=0.0)
+                     mask=m_tk, other=0.0, cache_modifier=LOAD_CACHE)
+        uc = tl.load(u_ptrs, mask=m_tv, other=0.0, cache_modifier=LOAD_CACHE).to(tl.float32)
+        gc = tl.load(g_ptr + rows * stride_g_t + i_h, mask=m_t, other=0.0, cache_modifier=LOAD_CACHE)
         # --- save the state entering this chunk: stage 3 reads it for the outputs ----------
         tl.store(h_ptr + chunk * stride_h_c + i_h * stride_h_h + state_rows,
                  s.to(h_ptr.dtype.element_ty), mask=mask_s)
