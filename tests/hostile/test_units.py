@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from fib_core.bench.containment.source_audit import audit_sources
-from fib_core.bench.evaluation.judge import TaskLedger, final_result, validate_result
 from fib_core.bench.evaluation.logs import clip_text, read_bounded
+from fib_core.bench.evaluation.verdicts import TaskLedger, final_result, validate_result
 from fib_core.bench.evaluation.wire import (
     WireError,
     decode_values,
@@ -693,7 +693,7 @@ def test_a_check_naming_a_slot_is_held_to_the_buffer_the_parent_gave():
     exists, outputs no larger than a slot, no bytes besides; otherwise it is malformed."""
     from types import SimpleNamespace
 
-    from fib_core.bench.evaluation.judge import validate_check
+    from fib_core.bench.evaluation.verdicts import validate_check
 
     arena = SimpleNamespace(arena_id=5, slots=8, slot_bytes=64)
     spec = [{"kind": "tensor", "dtype": "float32", "shape": [16], "nbytes": 64}]

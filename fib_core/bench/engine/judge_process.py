@@ -20,9 +20,10 @@ from fib_core.bench.engine.pool import (
     with_output_tail,
 )
 from fib_core.bench.evaluation.exchange import ArenaHandle
-from fib_core.bench.evaluation.judge import STATUSES, validate_latency
+from fib_core.bench.evaluation.judge import STATUSES
 from fib_core.bench.evaluation.logs import clip_text
 from fib_core.bench.evaluation.protocol import EvalTask
+from fib_core.bench.evaluation.verdicts import validate_latency
 from fib_core.bench.evaluation.wire import WireError, send_object
 from fib_core.data.trace import EvaluationStatus
 

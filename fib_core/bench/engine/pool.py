@@ -30,15 +30,15 @@ from typing import TYPE_CHECKING, Any
 from fib_core.bench.containment.mounts import Mounts
 from fib_core.bench.containment.sandbox import TOKEN_VAR, kill_tagged
 from fib_core.bench.evaluation.exchange import ArenaHandle
-from fib_core.bench.evaluation.judge import (
+from fib_core.bench.evaluation.logs import clip_text, read_bounded
+from fib_core.bench.evaluation.protocol import EvalResult, EvalTask
+from fib_core.bench.evaluation.timeline import mark
+from fib_core.bench.evaluation.verdicts import (
     TaskLedger,
     final_result,
     validate_check,
     validate_result,
 )
-from fib_core.bench.evaluation.logs import clip_text, read_bounded
-from fib_core.bench.evaluation.protocol import EvalResult, EvalTask
-from fib_core.bench.evaluation.timeline import mark
 from fib_core.bench.evaluation.wire import (
     DEFAULT_MAX_BLOB,
     ChildGone,
@@ -269,7 +269,7 @@ class WorkerHandle:
         inputs, reference, run, timing), as config.toml and the organizers define it.
 
         Check requests are relayed to ``judge``; the worker's final report is validated and
-        turned into the result by :func:`fib_core.bench.evaluation.judge.final_result`. ``upcoming`` (the
+        turned into the result by :func:`fib_core.bench.evaluation.verdicts.final_result`. ``upcoming`` (the
         next workload's dict, same definition) lets the judge read its cached references
         while this one runs.
         """
