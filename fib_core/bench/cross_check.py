@@ -375,7 +375,7 @@ def profile_call(call, repeats: int = 3) -> tuple[int | None, float | None]:
     """
     import torch
 
-    from fib_core.bench.evaluation.timers import profiler_session
+    from fib_core.bench.evaluation.timer_methods import profiler_session
 
     try:
         torch.cuda.synchronize()

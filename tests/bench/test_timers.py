@@ -21,15 +21,17 @@ import pytest
 import torch
 
 from fib_core.bench.evaluation import timers
-from fib_core.bench.evaluation.timers import (
+from fib_core.bench.evaluation.timer_methods import (
     EVENTS_WARNING,
     FALLBACK_NOTE,
     CallTiming,
-    L2Flusher,
     NoDeviceWork,
+    judge_calls,
+)
+from fib_core.bench.evaluation.timers import (
+    L2Flusher,
     available_methods,
     choose_method,
-    judge_calls,
     launch_bound_note,
     measure,
 )

@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from fib_core.bench.evaluation.timers import EVENTS_WARNING, choose_method, measure, spread
+from fib_core.bench.evaluation.timer_methods import EVENTS_WARNING
+from fib_core.bench.evaluation.timers import choose_method, measure, spread
 
 
 def test_spread_statistics():

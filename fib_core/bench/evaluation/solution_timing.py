@@ -17,7 +17,8 @@ from typing import Any
 from fib_core.bench.evaluation.failures import Failed, solution_traceback
 from fib_core.bench.evaluation.input_sets import Staging, copy_output, to_host
 from fib_core.bench.evaluation.reference_sets import timed_set_order
-from fib_core.bench.evaluation.timers import NoDeviceWork, choose_method, measure, untimed_calls
+from fib_core.bench.evaluation.timer_methods import NoDeviceWork
+from fib_core.bench.evaluation.timers import choose_method, measure, untimed_calls
 from fib_core.data.trace import EvaluationStatus
 from fib_core.errors import SignatureError
 
