@@ -120,10 +120,10 @@ def _mark_handover(started: float, marks: dict[str, float]) -> Any:
     """Record in ``marks["handover"]`` when the launcher hands its work over (one GPU: the
     in-process run starts; several: the requests go to the GPU processes), so a run's
     start-up splits into the launcher's part and the part after it. Returns the undo."""
-    from fib_core.bench.engine import gpus
+    from fib_core.bench.engine import gpu_processes
     from fib_core.project import runflow
 
-    real_execute, real_run = runflow.execute, gpus.ShardProcesses.run
+    real_execute, real_run = runflow.execute, gpu_processes.ShardProcesses.run
 
     def execute(*args: Any, **kwargs: Any) -> Any:
         marks.setdefault("handover", time.perf_counter() - started)
@@ -133,10 +133,10 @@ def _mark_handover(started: float, marks: dict[str, float]) -> Any:
         marks.setdefault("handover", time.perf_counter() - started)
         return real_run(self, *args, **kwargs)
 
-    runflow.execute, gpus.ShardProcesses.run = execute, run
+    runflow.execute, gpu_processes.ShardProcesses.run = execute, run
 
     def undo() -> None:
-        runflow.execute, gpus.ShardProcesses.run = real_execute, real_run
+        runflow.execute, gpu_processes.ShardProcesses.run = real_execute, real_run
 
     return undo
 
@@ -161,7 +161,7 @@ def _run(cfg: Any, opts: Any, gpus: str | None, cache: Path, extra: dict | None,
     dataset = resolve_dataset()[0]
     start_early(opts.flags.get("device"), gpus, dataset, SHARD_TARGET)  # as run_local does
     if idle:  # as in a watch after its first run: this process has imported torch and the engine
-        from fib_core.bench.engine.gpus import preload_engine
+        from fib_core.bench.engine.gpu_processes import preload_engine
 
         preload_engine()
         time.sleep(idle)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fib_core.bench.engine import gpus
+from fib_core.bench.engine import gpu_processes, gpus
 from fib_core.bench.engine.gpus import (
     _early_device_ids,
     parse_gpus,
@@ -486,7 +486,7 @@ def test_events_of_several_gpus_are_numbered_as_one_run() -> None:
     )
 
     seen: list = []
-    forward = gpus._numbered(seen.append)
+    forward = gpu_processes._numbered(seen.append)
     for event in [
         SolutionStarted("s", DECODE, 4), SolutionStarted("s", DECODE, 4),  # each GPU announces
         WorkloadStarted("a", 0, 4), WorkloadStarted("d", 0, 4),
@@ -499,4 +499,4 @@ def test_events_of_several_gpus_are_numbered_as_one_run() -> None:
     ended = [e.index for e in seen if isinstance(e, WorkloadFinished | WorkloadSkipped)]
     assert ended == [0, 1, 2, 3]
     assert all(e.total == 4 for e in seen if hasattr(e, "total"))
-    gpus._numbered(None)(WorkloadStarted("a", 0, 1))  # no callback: nothing to do
+    gpu_processes._numbered(None)(WorkloadStarted("a", 0, 1))  # no callback: nothing to do

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from fib_core.errors import FibError
@@ -37,6 +38,16 @@ LOCK_TIMEOUT_S = 60.0
 def lane_count(gpus: int) -> int:
     """One lane per pair of GPUs (an odd one out gets a lane of its own)."""
     return (gpus + 1) // 2
+
+
+@dataclass
+class QueuePlan:
+    """A run on several GPUs: one request per GPU (each holding the queue's order, as
+    positions in the run's selection) and the queue's lanes
+    (:func:`queue_plan`)."""
+
+    requests: list[Any]
+    lanes: list[tuple[int, int]]
 
 
 def queue_plan(
