@@ -96,16 +96,13 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
     """Answer tasks until told to close (0) or the GPU context is lost (3). ``ahead``: what
     :meth:`HeadStart.begin` started; without a context thread there the CUDA context is made
     when the first task arrives."""
-    from fib_core.bench.evaluation.exchange import receive_arena
-    from fib_core.bench.evaluation.wire import ChildGone, recv_message_fds, recv_object, send_frame
+    from fib_core.bench.evaluation.wire import ChildGone, recv_message_fds, send_frame
 
     device = resolve_device(requested_device)
     mark("worker", "torch")
     if not device.startswith("cuda"):
         os.environ["TRITON_INTERPRET"] = "1"
     from fib_core.bench.evaluation.environment import collect_environment
-    from fib_core.bench.evaluation.evaluator import Evaluator
-    from fib_core.bench.evaluation.judge import RemoteChecker
     from fib_core.bench.evaluation.protocol import EvalResult
 
     ahead = ahead or HeadStart.begin(requested_device, context=False)
@@ -115,22 +112,7 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
     send_frame(sock, {"type": "ready", "device": device, "env": asdict(env), "warnings": warnings})
     mark("worker", "ready")
     current = {"task": -1, "first": -1}
-
-    def phase(name: str) -> None:
-        send_frame(sock, {"type": "phase", "task": current["task"], "name": name})
-        if current["task"] == current["first"]:  # the first task's phases, on the timeline
-            mark("worker", name)
-
-    def send_check(header: dict, blob: Any) -> None:
-        header["task"] = current["task"]
-        send_frame(sock, header, blob)
-
-    def receive_verdict() -> dict:
-        return recv_object(sock)[1]
-
-    evaluator = Evaluator(device, env, phase=phase)
-    if not trusted:  # the trusted mode exists to measure what the judge costs
-        evaluator.remote_check = RemoteChecker(send_check, receive_verdict)
+    evaluator = _worker_evaluator(sock, device, env, current, trusted)
     plugins: set[str] = set()
     if device.startswith("cuda"):
         warm_triton(sock)
@@ -147,20 +129,13 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
             evaluator.close()
             return _leave("worker")
         if message[0] == "arena":  # where this worker's outputs go from now on
-            arena = receive_arena(message, fds, checker.arena if checker else None)
-            if checker is not None:
-                checker.arena = arena
-            elif arena is not None:
-                arena.close()
+            _take_arena(message, fds, checker)
             continue
         task = message[1]
         current["task"] = task.task_id
         if state is None:
             current["first"] = task.task_id
-            mark("worker", "task1")
-            settle_context(device, ahead.context)
-            mark("worker", "context")
-            state = ProcessState()
+            state = _first_task(device, ahead)
         try:
             _register_plugins(task.config.generator_modules, plugins)
             if baseline is None:
@@ -170,20 +145,7 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
         except Exception:  # a kit bug or a plugin import error: report it, keep serving
             result = EvalResult(task.task_id, EvaluationStatus.RUNTIME_ERROR,
                                 "internal error in the benchmark worker:\n" + traceback.format_exc())
-        sys.stdout.flush()
-        sys.stderr.flush()
-        changed = state.restore()
-        tainted = tampered(baseline or Watched())
-        if baseline is not None and dynamo_import(baseline, tainted):
-            tainted = []
-        if changed or tainted:
-            notes = result.extra.setdefault("warnings", [])
-            if changed:
-                notes.append("the solution changed the worker's " + ", ".join(changed)
-                             + " (restored)")
-            if tainted:
-                notes.append("the solution patched harness or torch functions ("
-                             + ", ".join(tainted[:5]) + "); the worker is replaced")
+        tainted = _after_task(result, state, baseline)
         _send_result(sock, result, tainted)
         if task.task_id == current["first"]:
             mark("worker", "task1-sent")
@@ -197,12 +159,7 @@ def serve_judge(sock: Any, requested_device: str, ahead: HeadStart | None = None
     from dataclasses import asdict
 
     from fib_core.bench.evaluation.exchange import receive_arena
-    from fib_core.bench.evaluation.wire import (
-        ChildGone,
-        payload_bytes,
-        recv_message_fds,
-        send_frame,
-    )
+    from fib_core.bench.evaluation.wire import ChildGone, recv_message_fds, send_frame
 
     device = resolve_device(requested_device)
     mark("judge", "torch")
@@ -243,39 +200,122 @@ def serve_judge(sock: Any, requested_device: str, ahead: HeadStart | None = None
             task = None
             continue
         if kind == "next":  # the workload after the announced task; no reply is expected
-            try:
-                judge.announce_next(message[1])
-            except Exception:  # only a head start, as for "task"
-                traceback.print_exc()
+            _head_start(judge.announce_next, message[1])
             continue
         if kind == "task":  # a task started in the worker; no reply is expected
-            if message[1] is None:
-                continue
-            task = message[1]
-            try:
-                _register_plugins(task.config.generator_modules, plugins)
-                judge.announce(task)
-            except Exception:  # only a head start: the first check does the work anyway
-                traceback.print_exc()
+            if message[1] is not None:
+                task = message[1]
+                _head_start(_announce, judge, task, plugins)
             continue
         task = message[1] if message[1] is not None else task
-        try:
-            if task is None:
-                raise RuntimeError(f"a {kind!r} request before its task")
-            _register_plugins(task.config.generator_modules, plugins)
-            if kind == "check":
-                set_index, n_sets, specs, slot = message[2:6]
-                if slot is not None:  # the parent checked the slot and the sizes
-                    if arena is None or arena.arena_id != slot[0]:
-                        raise RuntimeError("a check names a shared buffer the judge does not have")
-                    arena.pin()  # page-locked once this process has its CUDA context
-                    blob = arena.region(slot[1], payload_bytes(specs))
-                reply = {"type": "verdict", **judge.check(task, set_index, n_sets, specs, blob)}
-            else:
-                reply = {"type": "latency", **judge.reference_latency(task, message[2])}
-        except Exception:
-            reply = {"type": "failed", "message": traceback.format_exc()[-4000:]}
-        send_frame(sock, reply)
+        send_frame(sock, _judge_reply(judge, task, message, blob, arena, plugins))
+
+
+def _worker_evaluator(sock: Any, device: str, env: Any, current: dict, trusted: bool) -> Any:
+    """The worker's evaluator, its phases and checks going to the parent over ``sock``
+    (``current``: the task being served, and the first one, whose phases go on the
+    timeline)."""
+    from fib_core.bench.evaluation.evaluator import Evaluator
+    from fib_core.bench.evaluation.judge import RemoteChecker
+    from fib_core.bench.evaluation.wire import recv_object, send_frame
+
+    def phase(name: str) -> None:
+        send_frame(sock, {"type": "phase", "task": current["task"], "name": name})
+        if current["task"] == current["first"]:  # the first task's phases, on the timeline
+            mark("worker", name)
+
+    def send_check(header: dict, blob: Any) -> None:
+        header["task"] = current["task"]
+        send_frame(sock, header, blob)
+
+    def receive_verdict() -> dict:
+        return recv_object(sock)[1]
+
+    evaluator = Evaluator(device, env, phase=phase)
+    if not trusted:  # the trusted mode exists to measure what the judge costs
+        evaluator.remote_check = RemoteChecker(send_check, receive_verdict)
+    return evaluator
+
+
+def _first_task(device: str, ahead: HeadStart) -> ProcessState:
+    """At the first task, not at start-up (a spare booting beside a timed worker must not touch
+    the GPU): the CUDA context, and the process state restored after every task."""
+    mark("worker", "task1")
+    settle_context(device, ahead.context)
+    mark("worker", "context")
+    return ProcessState()
+
+
+def _take_arena(message: tuple, fds: list[int], checker: Any) -> None:
+    """Where the worker's outputs go from now on: the shared buffer the parent sent (or
+    none); a trusted worker, which sends no outputs, closes it."""
+    from fib_core.bench.evaluation.exchange import receive_arena
+
+    arena = receive_arena(message, fds, checker.arena if checker else None)
+    if checker is not None:
+        checker.arena = arena
+    elif arena is not None:
+        arena.close()
+
+
+def _after_task(result: Any, state: ProcessState, baseline: Watched | None) -> list[str]:
+    """What the solution changed in this process: its working directory, environment and
+    import path are restored (and noted); the harness or torch functions it patched are
+    returned (noted too: the worker is then replaced). What it printed is flushed first, to
+    the log the parent reads."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    changed = state.restore()
+    tainted = tampered(baseline or Watched())
+    if baseline is not None and dynamo_import(baseline, tainted):
+        tainted = []
+    if changed or tainted:
+        notes = result.extra.setdefault("warnings", [])
+        if changed:
+            notes.append("the solution changed the worker's " + ", ".join(changed)
+                         + " (restored)")
+        if tainted:
+            notes.append("the solution patched harness or torch functions ("
+                         + ", ".join(tainted[:5]) + "); the worker is replaced")
+    return tainted
+
+
+def _head_start(work: Any, *args: Any) -> None:
+    """Work the judge does ahead of a check; a failure is printed, and the check that needs
+    the work does it anyway."""
+    try:
+        work(*args)
+    except Exception:
+        traceback.print_exc()
+
+
+def _announce(judge: Any, task: Any, plugins: set[str]) -> None:
+    _register_plugins(task.config.generator_modules, plugins)
+    judge.announce(task)
+
+
+def _judge_reply(judge: Any, task: Any, message: tuple, blob: Any, arena: Any,
+                 plugins: set[str]) -> dict:
+    """The judge's answer to a check or reference-latency request of ``task``; a failure is
+    the judge's own (``failed``), never the solution's."""
+    from fib_core.bench.evaluation.wire import payload_bytes
+
+    kind = message[0]
+    try:
+        if task is None:
+            raise RuntimeError(f"a {kind!r} request before its task")
+        _register_plugins(task.config.generator_modules, plugins)
+        if kind != "check":
+            return {"type": "latency", **judge.reference_latency(task, message[2])}
+        set_index, n_sets, specs, slot = message[2:6]
+        if slot is not None:  # the parent checked the slot and the sizes
+            if arena is None or arena.arena_id != slot[0]:
+                raise RuntimeError("a check names a shared buffer the judge does not have")
+            arena.pin()  # page-locked once this process has its CUDA context
+            blob = arena.region(slot[1], payload_bytes(specs))
+        return {"type": "verdict", **judge.check(task, set_index, n_sets, specs, blob)}
+    except Exception:
+        return {"type": "failed", "message": traceback.format_exc()[-4000:]}
 
 
 def _leave(role: str) -> int:
