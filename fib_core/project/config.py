@@ -293,13 +293,29 @@ def parse_track(path: Path, data: dict[str, Any]) -> tuple[str, ...]:
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [track] must be a table (definitions = [...])")
     defs = table.get("definitions")
+    default = (data.get("solution") or {}).get("definition")
+    _check_track_list(path, defs, default)
+    for key, value in table.items():
+        if key != "definitions":
+            _check_track_table(path, key, value, defs, default)
+    for d in defs:
+        if d != default and d not in table:
+            raise ConfigError(
+                f"{path}: [track] lists {d} but there is no [track.{d}] table "
+                "(python scripts/switch_track.py DEFINITION --add writes one)"
+            )
+    return tuple(defs)
+
+
+def _check_track_list(path: Path, defs: Any, default: Any) -> None:
+    """``[track] definitions``: distinct contest definitions of one track, the default among
+    them."""
     if not isinstance(defs, list) or not defs or not all(isinstance(d, str) for d in defs):
         raise ConfigError(
             f"{path}: [track] definitions must be a non-empty list of definition names"
         )
     if len(set(defs)) != len(defs):
         raise ConfigError(f"{path}: [track] definitions lists a definition twice")
-    default = (data.get("solution") or {}).get("definition")
     if default not in defs:
         guess = closest(default, defs) if isinstance(default, str) else None
         hint = f"; did you mean '{guess}'?" if guess else ""
@@ -316,39 +332,33 @@ def parse_track(path: Path, data: dict[str, Any]) -> tuple[str, ...]:
             f"{path}: [track] definitions lists '{unknown[0]}', which is no contest definition; "
             f"{hint}"
         )
-    tracks = {track_of_definition(d) for d in defs}
-    if len(tracks) != 1:
+    if len({track_of_definition(d) for d in defs}) != 1:
         known = "; ".join(t + ": " + ", ".join(v) for t, v in TRACKS.items())
         raise ConfigError(
             f"{path}: [track] definitions {defs} are not the definitions of one track ({known})"
         )
-    for key, value in table.items():
-        if key == "definitions":
-            continue
-        if key not in defs or not isinstance(value, dict):
-            guess = closest(key, defs) if isinstance(value, dict) else None
-            hint = f" (did you mean [track.{guess}]?)" if guess else ""
-            raise ConfigError(
-                f"{path}: [track] unknown key '{key}'{hint}; expected definitions = [...] and "
-                "one [track.<definition>] table per listed definition"
-            )
-        if key == default:
-            raise ConfigError(
-                f"{path}: [track.{key}] repeats the default definition, whose settings are "
-                "[solution] and [build]; delete that table"
-            )
-        for k in value:
-            if k not in TABLE_KEYS:
-                guess = closest(k, TABLE_KEYS)
-                hint = f"; did you mean '{guess}'?" if guess else ""
-                raise ConfigError(f"{path}: [track.{key}] unknown key '{k}'{hint}")
-    for d in defs:
-        if d != default and d not in table:
-            raise ConfigError(
-                f"{path}: [track] lists {d} but there is no [track.{d}] table "
-                "(python scripts/switch_track.py DEFINITION --add writes one)"
-            )
-    return tuple(defs)
+
+
+def _check_track_table(path: Path, key: str, value: Any, defs: list[str], default: str) -> None:
+    """One ``[track.<definition>]`` table: a listed definition other than the default, with
+    known keys only."""
+    if key not in defs or not isinstance(value, dict):
+        guess = closest(key, defs) if isinstance(value, dict) else None
+        hint = f" (did you mean [track.{guess}]?)" if guess else ""
+        raise ConfigError(
+            f"{path}: [track] unknown key '{key}'{hint}; expected definitions = [...] and "
+            "one [track.<definition>] table per listed definition"
+        )
+    if key == default:
+        raise ConfigError(
+            f"{path}: [track.{key}] repeats the default definition, whose settings are "
+            "[solution] and [build]; delete that table"
+        )
+    for k in value:
+        if k not in TABLE_KEYS:
+            guess = closest(k, TABLE_KEYS)
+            hint = f"; did you mean '{guess}'?" if guess else ""
+            raise ConfigError(f"{path}: [track.{key}] unknown key '{k}'{hint}")
 
 
 def _section_values(path: Path, section: str, table: dict[str, Any], keys: dict[str, Key]) -> dict:
