@@ -151,7 +151,8 @@ def _run(cfg: Any, opts: Any, gpus: str | None, cache: Path, extra: dict | None,
     --watch`` starts them while it waits for an edit (packing and the dataset still count)."""
     from fib_core.bench.engine.gpus import start_early
     from fib_core.project.pack import pack_solution
-    from fib_core.project.runflow import SHARD_TARGET, execute_on_gpus, make_request, merge_shards
+    from fib_core.project.run_finish import merge_shards
+    from fib_core.project.runflow import SHARD_TARGET, execute_on_gpus, make_request
     from fib_core.project.workspace import resolve_dataset
 
     os.environ["FIB_CACHE_DIR"] = str(cache)

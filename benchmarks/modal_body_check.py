@@ -51,7 +51,8 @@ def compare_rows(local, remote) -> list[str]:
 
 
 def main() -> int:
-    from fib_core.project.runflow import RunOptions, finish, make_request
+    from fib_core.project.run_finish import finish
+    from fib_core.project.runflow import RunOptions, make_request
     from fib_core.project.workspace import open_workspace
     from fib_core.report.results import RunResults
 

@@ -49,14 +49,12 @@ from fib_core.project.debug_tools import add_flags as add_debug_flags  # noqa: E
 from fib_core.project.debug_tools import dump_after_run, one_workload_mode  # noqa: E402
 from fib_core.project.entry import display_path, run_script  # noqa: E402
 from fib_core.project.recording import RunRecording  # noqa: E402
+from fib_core.project.run_finish import check_compare_file, finish, merge_shards  # noqa: E402
 from fib_core.project.runflow import (  # noqa: E402
     SHARD_TARGET,
     RunOptions,
-    check_compare_file,
     execute_on_gpus,
-    finish,
     make_request,
-    merge_shards,
     resolve_device,
 )
 from fib_core.project.workspace import open_workspace  # noqa: E402

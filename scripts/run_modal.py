@@ -188,7 +188,8 @@ def main(
     definition of a track fork; --track runs each in turn and prints the track score.
     """
     from fib_core.project.entry import run_script
-    from fib_core.project.runflow import RunOptions, check_compare_file, finish, make_request
+    from fib_core.project.run_finish import check_compare_file, finish
+    from fib_core.project.runflow import RunOptions, make_request
     from fib_core.project.workspace import open_workspace
 
     def body() -> int:

@@ -1,7 +1,7 @@
 """What a local run keeps after its table: the ledger record, the HTML report, the comparison.
 
 ``run_local.py`` builds a :class:`RunRecording` before benchmarking (so a wrong ``--compare``
-reference fails before the GPU time is spent) and :func:`fib_core.project.runflow.finish` calls
+reference fails before the GPU time is spent) and :func:`fib_core.project.run_finish.finish` calls
 :meth:`RunRecording.previous` before printing the table and :meth:`RunRecording.keep` after it.
 
 Example::

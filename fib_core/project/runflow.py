@@ -24,19 +24,17 @@ Example (what ``run_local.py`` does)::
 
 from __future__ import annotations
 
-import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fib_core.data.trace import EvaluationStatus
 from fib_core.errors import ConfigError
 from fib_core.project.selection import select_workloads
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from fib_core.data import Definition, Solution, Trace, TraceSet
+    from fib_core.data import Solution, Trace, TraceSet
     from fib_core.project.config import KitConfig
     from fib_core.project.recording import RunRecording
 
@@ -249,12 +247,10 @@ def execute(
     ``trace_set``: the request's dataset when the caller has it loaded already (a local run);
     None loads ``request.dataset_path`` (another machine, another process). ``queue``: this
     GPU's :class:`fib_core.bench.engine.work_queue.QueueTaker`, for a request with ``queue`` set."""
-    from fib_core.bench import Benchmark, BenchmarkConfig
-    from fib_core.bench.engine.stream import WorkloadStream
+    # Imported here for start-up time: a launcher imports this module before it hands over.
+    from fib_core.bench import Benchmark
     from fib_core.bench.evaluation.timeline import mark
-    from fib_core.compile import BuildOptions
     from fib_core.data import Solution
-    from fib_core.project.dataset_checks import check_blobs
 
     device = request.device or resolve_device(None)
     path, trace_set = _dataset(request, trace_set)
@@ -262,25 +258,8 @@ def execute(
     if request.definition not in trace_set.definitions:
         raise ConfigError(f"definition {request.definition} is not in the dataset at {path}")
     selection = select_for(request, trace_set, device)
-    stream = None
-    if request.queue is not None:
-        if queue is None:
-            raise ValueError("a request with a shared queue's order needs that queue")
-        if sorted(request.queue) != list(range(len(selection))):
-            raise ValueError("the shared queue's order is not this shard's selection")
-        check_blobs(trace_set, request.definition, [t.workload for t in selection])
-        stream = WorkloadStream([selection[i] for i in request.queue], queue)
-        mine: list[Any] = []
-    else:
-        mine = shard_of(selection, request.shard, request.num_shards)
-        check_blobs(trace_set, request.definition, [t.workload for t in mine])
-    engine = dict(request.engine)
-    extra = dict(engine.pop("extra", None) or {})
-    if request.contest:  # the reference timed as the judge does (its counts, a set per trial)
-        extra["reference_protocol"] = "judge"
-    config = BenchmarkConfig(
-        device=device, build_options=BuildOptions(**request.build), extra=extra, **engine
-    )
+    mine, stream = _shard_workloads(request, trace_set, selection, queue)
+    config = _engine_config(request, device)
     solution = Solution.from_dict(request.solution)
     mark("execute", "selected")
     with Benchmark(trace_set, config) as bench:
@@ -317,6 +296,39 @@ def execute(
             request, mine, device, path
         )
     return result
+
+
+def _shard_workloads(request: RunRequest, trace_set: Any, selection: list, queue: Any
+                     ) -> tuple[list, Any]:
+    """This shard's workloads (its round-robin share), or, with a queue the GPUs share, none
+    yet and the stream that takes them from the queue; their blobs checked first."""
+    from fib_core.bench.engine.stream import WorkloadStream
+    from fib_core.project.dataset_checks import check_blobs
+
+    if request.queue is None:
+        mine = shard_of(selection, request.shard, request.num_shards)
+        check_blobs(trace_set, request.definition, [t.workload for t in mine])
+        return mine, None
+    if queue is None:
+        raise ValueError("a request with a shared queue's order needs that queue")
+    if sorted(request.queue) != list(range(len(selection))):
+        raise ValueError("the shared queue's order is not this shard's selection")
+    check_blobs(trace_set, request.definition, [t.workload for t in selection])
+    return [], WorkloadStream([selection[i] for i in request.queue], queue)
+
+
+def _engine_config(request: RunRequest, device: str) -> Any:
+    """The request's BenchmarkConfig on ``device``."""
+    from fib_core.bench import BenchmarkConfig
+    from fib_core.compile import BuildOptions
+
+    engine = dict(request.engine)
+    extra = dict(engine.pop("extra", None) or {})
+    if request.contest:  # the reference timed as the judge does (its counts, a set per trial)
+        extra["reference_protocol"] = "judge"
+    return BenchmarkConfig(
+        device=device, build_options=BuildOptions(**request.build), extra=extra, **engine
+    )
 
 
 def _dataset(request: RunRequest, trace_set: TraceSet | None) -> tuple[Path, TraceSet]:
@@ -359,110 +371,3 @@ def execute_on_gpus(
     selection = select_for(request, trace_set, "cuda")
     plan = gpu_plan.plan_queue(request, selection, len(chosen))
     return gpu_plan.run_on_gpus(plan, ids, on_event=on_event, target=SHARD_TARGET)
-
-
-def merge_shards(shards: list[ShardResult]) -> tuple[list[Trace], ShardResult]:
-    """All shards' traces in selection order, and the first shard's facts."""
-    if not shards:
-        raise ValueError("no shard results to merge")
-    order = {uuid: i for i, uuid in enumerate(shards[0].order)}
-    traces = [t for s in shards for t in s.traces]
-    traces.sort(key=lambda t: order.get(t.workload.uuid, len(order)))
-    return traces, shards[0]
-
-
-def run_scope(first: ShardResult, ran: int) -> str | None:
-    """ "3 of 54 workloads (quick subset, CPU smoke: correctness only)", or None if unknown."""
-    if first.total_workloads is None:
-        return None
-    notes = []
-    if first.quick:
-        notes.append("quick subset")
-    elif ran < first.total_workloads:
-        notes.append("filtered")
-    if first.device == "cpu":
-        notes.append("CPU smoke: correctness only")
-    text = f"{ran} of {first.total_workloads} workloads"
-    return f"{text} ({', '.join(notes)})" if notes else text
-
-
-def check_compare_file(opts: RunOptions) -> None:
-    """Read ``--compare`` before the run: a wrong path must not cost a finished benchmark."""
-    if opts.compare_path is not None:
-        from fib_core.report.results import RunResults
-
-        RunResults.from_json(opts.compare_path)
-
-
-def finish(
-    shards: list[ShardResult], definition: Definition, opts: RunOptions, console: Any = None
-) -> int:
-    """Print table and summary, write --json, show --compare; 0 only if every workload passed."""
-    from rich.console import Console
-
-    from fib_core.bench.engine.trace_sink import write_or_fallback
-    from fib_core.report.render import render_results
-    from fib_core.report.results import RunResults
-
-    console = console or Console()
-    from fib_core.report.source_map import map_trace_logs
-
-    traces, first = merge_shards(shards)
-    map_trace_logs(traces, opts.source_dir)
-    results = RunResults.from_traces(
-        traces, definition, gpu_name=first.gpu_name, author=first.author
-    )
-    previous = None
-    if opts.compare_path is not None:
-        previous = RunResults.from_json(opts.compare_path)
-    elif opts.recording is not None:
-        previous = opts.recording.previous(results)
-    opts.results = results
-    contest = None
-    if first.device == "cuda":  # the contest's score, against the FlashInfer baseline
-        from fib_core.baselines.contest import contest_of_run, print_contest_score
-
-        contest = contest_of_run(definition.name, traces, shards)
-        results.contest, results.contest_score = contest.model_dump(mode="json"), contest.score
-    render_results(
-        results, console, compare=previous, scope=run_scope(first, len(traces)), wide=opts.wide
-    )
-    if contest is not None:
-        print_contest_score(contest, shards, console)
-    cross = [row for s in shards for row in s.cross_check]
-    cross_notes = list(dict.fromkeys(n for s in shards for n in s.cross_check_notes))
-    if cross or cross_notes:
-        from fib_core.project.cross_check_table import print_cross_check
-
-        print_cross_check(cross, cross_notes, console)
-    from fib_core.project.strict_view import print_correctness_view
-
-    strict_failed = print_correctness_view(traces, console, strict=opts.strict)
-    problems = []
-    if opts.json_path is not None:
-        written, problem = write_or_fallback(results.to_json, opts.json_path, "results")
-        problems.append(problem)
-        if problem is None:
-            console.print(f"results written to {written}")
-    if opts.traces_path is not None:
-        from fib_core.data.json_io import append_jsonl
-
-        def append(path: Path) -> None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            append_jsonl(path, traces)
-
-        written, problem = write_or_fallback(append, opts.traces_path, "traces")
-        problems.append(problem)
-        if problem is None:
-            console.print(f"traces appended to {written}")
-    if opts.recording is not None:
-        problems += opts.recording.keep(results, console, cross_check=cross)
-    problems = [p for p in problems if p]
-    for line in problems:
-        print(f"error: {line}", file=sys.stderr)
-    failed = [
-        t for t in traces if t.evaluation is None or t.evaluation.status != EvaluationStatus.PASSED
-    ]
-    if problems:
-        return 2  # the measurements are kept, but not where the user asked
-    return 1 if failed or strict_failed or not traces else 0

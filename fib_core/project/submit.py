@@ -290,7 +290,8 @@ def evaluate_definition(ws: Workspace, solution: Solution, smoke: bool, console:
     ``smoke``."""
     from fib_core.project.entry import display_path
     from fib_core.project.recording import RunRecording
-    from fib_core.project.runflow import RunOptions, execute_on_gpus, finish, make_request
+    from fib_core.project.run_finish import finish
+    from fib_core.project.runflow import RunOptions, execute_on_gpus, make_request
     from fib_core.report.render import progress_bar
     from fib_core.report.summary import summarize
 

@@ -297,7 +297,8 @@ def test_a_gpu_runs_finish_prints_and_keeps_the_contest_score(tmp_path):
     from rich.console import Console
 
     from fib_core.data import Definition
-    from fib_core.project.runflow import RunOptions, ShardResult, finish
+    from fib_core.project.run_finish import finish
+    from fib_core.project.runflow import RunOptions, ShardResult
 
     definition = Definition.from_dict(registry.get(DECODE).definition_dict())
     traces = [_trace("w1", 0.5), _trace("w2", 0.25)]

@@ -11,7 +11,8 @@ from rich.console import Console
 
 from fib_core.data.workload import Workload
 from fib_core.project.dataset_checks import DatasetCheckError, check_blobs
-from fib_core.project.runflow import RunOptions, ShardResult, finish, run_scope
+from fib_core.project.run_finish import finish, run_scope
+from fib_core.project.runflow import RunOptions, ShardResult
 from fib_core.project.workspace import open_workspace
 
 POINTER = b"version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 1234\n"

@@ -19,7 +19,8 @@ from fib_core.bench.engine.gpus import (
     workload_costs,
 )
 from fib_core.errors import ConfigError, FibError
-from fib_core.project.runflow import RunRequest, ShardResult, merge_shards
+from fib_core.project.run_finish import merge_shards
+from fib_core.project.runflow import RunRequest, ShardResult
 
 DECODE = "gdn_decode_qk4_v8_d128_k_last"
 

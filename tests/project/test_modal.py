@@ -132,7 +132,8 @@ def test_remote_body_runs_in_process_and_shards_merge_to_the_unsharded_run(
     run_modal, request_dict
 ) -> None:
     """`.local()` runs the container's body here; 2 shards merge into the 1-shard result."""
-    from fib_core.project.runflow import RunRequest, merge_shards
+    from fib_core.project.run_finish import merge_shards
+    from fib_core.project.runflow import RunRequest
 
     whole = run_modal.run_shard.local(request_dict, True, "unused")
     assert "error" not in whole, whole.get("error")

@@ -89,7 +89,8 @@ def test_full_disk_file_size_limit(tmp_path, make_dataset, cache_dir):
 
 def test_results_json_path_is_a_directory(tmp_path, monkeypatch, capsys):
     from fib_core.data import Definition
-    from fib_core.project.runflow import RunOptions, ShardResult, finish
+    from fib_core.project.run_finish import finish
+    from fib_core.project.runflow import RunOptions, ShardResult
 
     from .conftest import TOY_DEFINITION
 
