@@ -25,7 +25,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from fib_core.bench.containment.mounts import Mounts
 from fib_core.bench.containment.sandbox import TOKEN_VAR, kill_tagged
@@ -49,11 +49,21 @@ from fib_core.bench.evaluation.wire import (
 from fib_core.data.trace import EvaluationStatus
 from fib_core.paths import PROFILE_ENV, kit_root
 
-if TYPE_CHECKING:
-    from fib_core.bench.engine.judge_process import JudgeHandle
-
 TAIL_LINES = 30
 STARTUP_TIMEOUT_S = 180.0
+
+
+class Judge(Protocol):
+    """What a worker's task asks of the judge (:class:`.judge_process.JudgeHandle` is it): the
+    worker's shared buffer mapped, the task announced, its checks and reference latency
+    answered, its state dropped at the end."""
+
+    def share_arena(self, arena: ArenaHandle) -> None: ...
+    def announce(self, task: EvalTask) -> None: ...
+    def announce_next(self, workload: dict) -> None: ...
+    def check(self, task: EvalTask, request: dict, blob: bytes, deadline: float) -> dict: ...
+    def latency(self, task: EvalTask, n_sets: int, deadline: float) -> dict: ...
+    def forget(self) -> None: ...
 
 
 class WorkerDied(Exception):
@@ -224,7 +234,7 @@ class WorkerHandle:
             self.arena.close()
             self.arena = None
 
-    def _share_arena(self, judge: JudgeHandle, needed: int | None) -> None:
+    def _share_arena(self, judge: Judge, needed: int | None) -> None:
         """Give this worker (and the judge) a shared output buffer with slots of at least
         ``needed`` bytes, unless the current one is big enough. Outputs of unknown size, a
         system without sealed memfds, or a buffer that cannot be made keep sending bytes
@@ -262,7 +272,7 @@ class WorkerHandle:
     # --- one task --------------------------------------------------------------------------
 
     def run(self, task: EvalTask, timeout: float,
-            on_phase: Callable[[str], None] | None = None, *, judge: JudgeHandle | None = None,
+            on_phase: Callable[[str], None] | None = None, *, judge: Judge | None = None,
             n_outputs: int = 1, max_output_bytes: int | None = None,
             upcoming: dict | None = None) -> EvalResult:
         """Send a task and wait at most ``timeout`` seconds for the whole workload (build,
@@ -319,7 +329,7 @@ class WorkerHandle:
             if judge is not None:
                 judge.forget()  # however the task ended: the judge drops its state and prefetch
 
-    def _start_task(self, task: EvalTask, judge: JudgeHandle | None,
+    def _start_task(self, task: EvalTask, judge: Judge | None,
                     max_output_bytes: int | None, upcoming: dict | None) -> bool:
         """Hand the worker ``task`` (and the judge its announcement); False if the worker is
         gone."""
@@ -336,7 +346,7 @@ class WorkerHandle:
                 judge.announce_next(upcoming)
         return True
 
-    def _finish(self, task: EvalTask, report: dict, judge: JudgeHandle | None,
+    def _finish(self, task: EvalTask, report: dict, judge: Judge | None,
                 ledger: TaskLedger, deadline: float) -> EvalResult:
         """The task's result from the worker's final report: the judge's verdicts and, for a
         pass, the reference latency it measures."""
