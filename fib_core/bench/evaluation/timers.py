@@ -208,12 +208,7 @@ def measure(
     flush = flusher if flusher is not None else _no_flush
     sync = _synchronizer(device_kind)
     timer = TIMERS[method]
-    trial_stats: list[dict[str, float]] = []
-    samples: list[float] = []
-    busy: list[float] = []
-    kernels: list[int] = []
-    warnings = [EVENTS_WARNING] if method == "events" else []
-    used = method
+    trials_seen = _Trials(method, [EVENTS_WARNING] if method == "events" else [])
     for trial in range(trials):
         first = warmup + trial * iterations
 
@@ -223,28 +218,53 @@ def measure(
         _untimed(call, prepare, index, warmup, estimate and device_kind == "cuda", flush, sync)
         calls, fallback = timer(call, prepare, first, iterations, flush, sync)
         if fallback is not None:
-            used = _weaker(used, fallback.method)
-            if fallback.note not in warnings:
-                warnings.append(fallback.note)
+            trials_seen.fell_back(fallback)
         if after_trial is not None:
             after_trial(trial, first + iterations - 1)
+        trials_seen.add(calls)
+    return trials_seen.result(warmup, iterations)
+
+
+@dataclass
+class _Trials:
+    """What :func:`measure`'s trials measured so far, and the notes they raised."""
+
+    used: str  # the method, or the weaker one a trial fell back to
+    warnings: list[str]
+    stats: list[dict[str, float]] = field(default_factory=list)
+    samples: list[float] = field(default_factory=list)
+    busy: list[float | None] = field(default_factory=list)
+    kernels: list[int] = field(default_factory=list)
+
+    def note(self, text: str | None) -> None:
+        if text and text not in self.warnings:
+            self.warnings.append(text)
+
+    def fell_back(self, fallback: Any) -> None:
+        self.used = _weaker(self.used, fallback.method)
+        self.note(fallback.note)
+
+    def add(self, calls: Sequence[CallTiming]) -> None:
         times = [c.span_ms for c in calls]
-        trial_stats.append(spread(times))
-        samples.extend(times)
-        busy.append(_median_or_none([c.busy_ms for c in calls]))
-        kernels.extend(c.kernels for c in calls)
-        changed = _changing_kernels(calls)
-        if changed and changed not in warnings:
-            warnings.append(changed)
-    latency = statistics.fmean(t["median"] for t in trial_stats)
-    result = TimingResult(latency, used, trial_stats, spread(samples), warmup, iterations, warnings)
-    if used in ("cupti", "profiler") and all(b is not None for b in busy):
-        result.busy_ms = statistics.fmean(busy)  # type: ignore[arg-type]
-        result.kernels_per_call = statistics.median(kernels)
-        hint = launch_bound_note(latency, result.busy_ms, result.kernels_per_call)
-        if hint:
-            result.warnings.append(hint)
-    return result
+        self.stats.append(spread(times))
+        self.samples.extend(times)
+        self.busy.append(_median_or_none([c.busy_ms for c in calls]))
+        self.kernels.extend(c.kernels for c in calls)
+        self.note(_changing_kernels(calls))
+
+    def result(self, warmup: int, iterations: int) -> TimingResult:
+        """The latency (the mean of the trials' medians) and, where every call's busy time is
+        known, the busy time and the launch-bound hint."""
+        latency = statistics.fmean(t["median"] for t in self.stats)
+        result = TimingResult(latency, self.used, self.stats, spread(self.samples), warmup,
+                              iterations, self.warnings)
+        if self.used in ("cupti", "profiler") and all(b is not None for b in self.busy):
+            result.busy_ms = statistics.fmean(self.busy)  # type: ignore[arg-type]
+            result.kernels_per_call = statistics.median(self.kernels)
+            hint = launch_bound_note(latency, result.busy_ms, result.kernels_per_call)
+            if hint:
+                result.warnings.append(hint)
+        return result
 
 
 _STRENGTH = {"events": 0, "profiler": 1, "cupti": 2}
