@@ -185,21 +185,29 @@ def compare_tensor(name: str, got: torch.Tensor, want: torch.Tensor, tol: Tolera
         bias=figures[11] / (figures[9] + REL_EPS),
     )
     if failed:
-        flat_idx = torch.nonzero(failed_mask.reshape(-1))[:FIRST_INDICES_SHOWN, 0].tolist()
-        cmp.first_failures = [unravel_index(i, tuple(y.shape)) for i in flat_idx]
-        # The worst element: the first non-finite failure if any, else the largest |err|.
-        bad = bad.reshape(-1)
-        if bool(bad.any()):
-            worst = int(torch.nonzero(bad)[0, 0].item())
-        else:
-            worst = int(torch.where(failed_mask, diff, torch.zeros_like(diff)).reshape(-1).argmax())
-        cmp.worst = {
-            "index": unravel_index(worst, tuple(y.shape)),
-            "abs_error": None if bool(bad.any()) else float(diff.reshape(-1)[worst].item()),
-            "got": float(x.reshape(-1)[worst].item()),
-            "expected": float(y.reshape(-1)[worst].item()),
-        }
+        _locate_failures(cmp, failed_mask, bad, diff, x, y)
     return cmp
+
+
+def _locate_failures(cmp: OutputComparison, failed_mask: torch.Tensor, bad: torch.Tensor,
+                     diff: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> None:
+    """Where a failing output fails: its first failing elements, and the worst one (the first
+    non-finite failure if any, else the largest absolute error)."""
+    import torch
+
+    flat_idx = torch.nonzero(failed_mask.reshape(-1))[:FIRST_INDICES_SHOWN, 0].tolist()
+    cmp.first_failures = [unravel_index(i, tuple(y.shape)) for i in flat_idx]
+    bad = bad.reshape(-1)
+    if bool(bad.any()):
+        worst = int(torch.nonzero(bad)[0, 0].item())
+    else:
+        worst = int(torch.where(failed_mask, diff, torch.zeros_like(diff)).reshape(-1).argmax())
+    cmp.worst = {
+        "index": unravel_index(worst, tuple(y.shape)),
+        "abs_error": None if bool(bad.any()) else float(diff.reshape(-1)[worst].item()),
+        "got": float(x.reshape(-1)[worst].item()),
+        "expected": float(y.reshape(-1)[worst].item()),
+    }
 
 
 # --- the strict view -------------------------------------------------------------------------
