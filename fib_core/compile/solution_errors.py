@@ -11,7 +11,7 @@ an ``AttributeError`` or ``NameError`` either.
 raised: where in the solution's files the first error came from, that line, and the error
 with the hint. Every traceback printed from then on (the benchmark's log and its table, an
 ``--inline`` run) ends with those lines, and paths of the private build copy are mapped to
-``solution/...`` as for any log (:mod:`fib_core.report.source_map`).
+``solution/...`` as for any log (:mod:`fib_core.compile.source_map`).
 
 Example::
 
@@ -29,6 +29,8 @@ import linecache
 import traceback
 from types import TracebackType
 from typing import Any
+
+from .source_map import in_build_copy
 
 NOTE_HEAD = "in your code:"
 _MAX_CHAIN = 10
@@ -110,8 +112,6 @@ def _chain(err: BaseException) -> list[BaseException]:
 
 
 def _solution_frames(tb: TracebackType | None) -> list[traceback.FrameSummary]:
-    from fib_core.report.source_map import in_build_copy
-
     return [f for f in traceback.extract_tb(tb) if in_build_copy(f.filename)]
 
 
@@ -165,8 +165,6 @@ def _jit_location(src: object) -> tuple[str, int, str] | None:
     """(file, line before the ``def``, name) of the solution's jitted function with source
     ``src``: the solution's modules are searched, as the error names no function."""
     import sys
-
-    from fib_core.report.source_map import in_build_copy
 
     if not isinstance(src, str) or not src:
         return None

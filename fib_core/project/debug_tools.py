@@ -158,7 +158,7 @@ def solution_traceback(err: BaseException, source_dir: str) -> str:
     import traceback
 
     from fib_core.compile.solution_errors import note_solution_error
-    from fib_core.report.source_map import map_solution_paths
+    from fib_core.compile.source_map import map_solution_paths
 
     note_solution_error(err)
     text = "".join(traceback.format_exception(type(err), err, err.__traceback__))

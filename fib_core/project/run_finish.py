@@ -67,11 +67,11 @@ def finish(
     from rich.console import Console
 
     from fib_core.baselines.contest import contest_of_run, print_contest_score
+    from fib_core.compile.source_map import map_trace_logs
     from fib_core.project.cross_check_table import print_cross_check
     from fib_core.project.strict_view import print_correctness_view
     from fib_core.report.render import render_results
     from fib_core.report.results import RunResults
-    from fib_core.report.source_map import map_trace_logs
 
     console = console or Console()
     traces, first = merge_shards(shards)

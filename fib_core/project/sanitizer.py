@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from fib_core.report.source_map import map_solution_paths
+from fib_core.compile.source_map import map_solution_paths
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 PREFIX = "========="

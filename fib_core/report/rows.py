@@ -22,11 +22,11 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from fib_core.compile.source_map import map_solution_paths
 from fib_core.data.trace import EvaluationStatus
 from fib_core.errors import FibError
 from fib_core.report.attribution import reason_for
 from fib_core.report.roofline_view import RooflineView
-from fib_core.report.source_map import map_solution_paths
 from fib_core.report.verdict_notes import decided_by
 from fib_core.report.workload_result import LOG_TAIL_LINES, Spread, WorkloadResult
 

@@ -14,7 +14,7 @@ import torch
 
 from fib_core.compile import build
 from fib_core.compile.solution_errors import NOTE_HEAD, suggestion
-from fib_core.report.source_map import map_solution_paths
+from fib_core.compile.source_map import map_solution_paths
 
 from .conftest import solution_from_sources
 

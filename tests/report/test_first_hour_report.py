@@ -12,12 +12,12 @@ from pathlib import Path
 
 from rich.console import Console
 
+from fib_core.compile.source_map import map_solution_paths
 from fib_core.data.trace import Correctness
 from fib_core.report.attribution import reason_for
 from fib_core.report.compare import ONE_SAMPLE, compare
 from fib_core.report.render import render_results
 from fib_core.report.rows import failure_reason
-from fib_core.report.source_map import map_solution_paths
 from fib_core.report.table_fit import fit_columns
 from fib_core.report.verdict_notes import decided_by
 from fib_core.report.workload_result import Achieved
