@@ -27,6 +27,13 @@ so the kernel is bound by memory bandwidth and by how many rows are in flight at
   here), so the second launch cost more than the merge itself;
 * padding (-1) is masked at the load, so padded slots cost no memory traffic.
 
+Measured (H200, the judge's timer): 10.8 us at 1 token, 11.7 us at 2, 21.5 us at 8; 16.9 us
+mean over the 23 contest workloads, all of it device time. At 6-8 tokens each program gathers
+its 64 rows with few loads in flight. To try next: more rows in flight per program (a
+pipelined ``tl.range`` over the blocks, Hopper/Blackwell TMA gathers), a cheaper merge (fewer,
+longer splits once the gather is faster), or an FP8 copy of the cache rows if the contest's
+inputs allowed it.
+
 Head count and sizes are read from the tensor shapes; only the last dimension of each tensor must
 be contiguous.
 """

@@ -23,6 +23,11 @@ launch, separated by grid barriers: the judge counts the host's time between lau
 Larger calls launch each phase on its own grid, where the kernels run longer than the host
 needs to launch the next one.
 
+The one-launch kernel runs one 4-warp program per SM (a cooperative launch must keep them all
+resident) and its stage 1 loses the 8 warps it takes alone: 47-53 us of device time at
+T <= 134 against 24-30 us for the three kernels. Next: size the grid from the compiled
+kernel's registers and shared memory (two or more programs per SM), and stage 1's spills.
+
 No host sync: sequence boundaries stay on the GPU (``cu_seqlens`` is read inside the kernels)
 and launch sizes use only tensor shapes (the chunk count is bounded by ceil(T / 64) + N).
 Head counts and sizes come from the shapes too.
