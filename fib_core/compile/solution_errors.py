@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import difflib
 import linecache
+import sys
 import traceback
 from types import TracebackType
 from typing import Any
@@ -60,9 +61,7 @@ def describe(err: BaseException) -> str | None:
     if root is None:
         return None
     frame = _solution_frames(root.__traceback__)[-1]
-    hint = suggestion(root, _last_frame(root.__traceback__))
-    if "Did you mean" in _error_line(root):
-        hint = ""  # Python 3.12's traceback module already added it
+    hint = _missing_hint(root, _last_frame(root.__traceback__))
     if root is err and not hint:
         return None
     return _note(f'File "{frame.filename}", line {frame.lineno}, in {frame.name}',
@@ -99,6 +98,12 @@ def suggestion(err: BaseException, frame: Any = None) -> str:
         return ""
     close = difflib.get_close_matches(name, [o for o in options if o != name], n=1, cutoff=0.6)
     return f". Did you mean: '{close[0]}'?" if close else ""
+
+
+def _missing_hint(err: BaseException, frame: Any = None) -> str:
+    """:func:`suggestion`, unless the error's own line has it (Python 3.12's traceback module
+    adds it there itself)."""
+    return "" if "Did you mean" in _error_line(err) else suggestion(err, frame)
 
 
 def _chain(err: BaseException) -> list[BaseException]:
@@ -141,9 +146,7 @@ def _describe_compilation(err: BaseException) -> str | None:
     line = begin + node.lineno
     cause = err.__cause__ or err.__context__
     if cause is not None and not _is_compilation_error(cause):
-        what = _error_line(cause)
-        if "Did you mean" not in what:  # Python 3.12's traceback module adds it itself
-            what += suggestion(cause)
+        what = _error_line(cause) + _missing_hint(cause)
     else:
         what = str(getattr(err, "error_message", None) or type(err).__name__)
     return _note(f'File "{file}", line {line}, in {name}', linecache.getline(file, line), what)
@@ -164,8 +167,6 @@ def _generator_location(err: BaseException) -> tuple[str, int, str] | None:
 def _jit_location(src: object) -> tuple[str, int, str] | None:
     """(file, line before the ``def``, name) of the solution's jitted function with source
     ``src``: the solution's modules are searched, as the error names no function."""
-    import sys
-
     if not isinstance(src, str) or not src:
         return None
     for module in list(sys.modules.values()):
@@ -178,8 +179,8 @@ def _jit_location(src: object) -> tuple[str, int, str] | None:
             code = getattr(value.fn, "__code__", None)
             if code is None:
                 continue
-            return code.co_filename, _def_line(code.co_filename, code.co_firstlineno) - 1, \
-                code.co_name
+            begin = _def_line(code.co_filename, code.co_firstlineno) - 1
+            return code.co_filename, begin, code.co_name
     return None
 
 
