@@ -33,6 +33,7 @@ Example (what ``run_local.py --cross-check`` measures, per workload; the table i
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -251,14 +252,30 @@ def run_cross_check(job: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _check_workload(runnable, definition, workload, job, flusher) -> CrossCheckRow:
+    """One workload's row: the call timed by each timer and replayed as a CUDA graph, its
+    kernels profiled, and the verdict on the timers' spread."""
+    call = _solution_call(runnable, definition, workload, job)
+    row = CrossCheckRow(uuid=workload.uuid, axes=dict(workload.axes))
+    _time_with_each_timer(row, call, job, flusher)
+    try:
+        row.latencies_ms["graph"] = time_graph_replay(
+            call, flusher, job["warmup"], job["iterations"]
+        )
+    except Exception as err:  # noqa: BLE001 - a solution that cannot be captured is common
+        row.unavailable["graph"] = "CUDA-graph capture failed: " + _first_line(err)
+    row.kernels, row.busy_ms = profile_call(call)
+    row.reference, row.flagged, row.reason = judge(row.latencies_ms, row.kernels, row.busy_ms)
+    span = row.latencies_ms.get(row.reference) if row.reference else None
+    row.note = host_gap_note(span, row.busy_ms, row.latencies_ms.get("graph"))
+    return row
+
+
+def _solution_call(runnable, definition, workload, job) -> Callable[[int], None]:
+    """The solution called on the workload's inputs (made once, on the GPU), writing into
+    outputs allocated once when it takes them (destination passing)."""
     import torch
 
     from fib_core.bench.evaluation.inputs import generate_inputs
-    from fib_core.bench.evaluation.timers import (
-        available_methods,
-        cupti_unavailable_reason,
-        measure,
-    )
     from fib_core.data.dtypes import torch_dtype
 
     inputs = generate_inputs(
@@ -277,10 +294,22 @@ def _check_workload(runnable, definition, workload, job, flusher) -> CrossCheckR
     def call(_i: int) -> None:
         runnable.run(inputs, outputs)
 
+    return call
+
+
+def _time_with_each_timer(row: CrossCheckRow, call: Callable[[int], None], job: dict[str, Any],
+                          flusher: Any) -> None:
+    """Time ``call`` with the profiler, CUPTI and CUDA events into ``row.latencies_ms``; a
+    timer that is missing, fails or falls back to another is named in ``row.unavailable``."""
+    from fib_core.bench.evaluation.timers import (
+        available_methods,
+        cupti_unavailable_reason,
+        measure,
+    )
+
     def prepare(_i: int) -> None:
         return None
 
-    row = CrossCheckRow(uuid=workload.uuid, axes=dict(workload.axes))
     usable = available_methods("cuda")
     for method in ("profiler", "cupti", "events"):
         if method not in usable:
@@ -306,17 +335,6 @@ def _check_workload(runnable, definition, workload, job, flusher) -> CrossCheckR
             row.unavailable[method] = f"fell back to {result.method}"
             continue
         row.latencies_ms[method] = result.latency_ms
-    try:
-        row.latencies_ms["graph"] = time_graph_replay(
-            call, flusher, job["warmup"], job["iterations"]
-        )
-    except Exception as err:  # noqa: BLE001 - a solution that cannot be captured is common
-        row.unavailable["graph"] = "CUDA-graph capture failed: " + _first_line(err)
-    row.kernels, row.busy_ms = profile_call(call)
-    row.reference, row.flagged, row.reason = judge(row.latencies_ms, row.kernels, row.busy_ms)
-    span = row.latencies_ms.get(row.reference) if row.reference else None
-    row.note = host_gap_note(span, row.busy_ms, row.latencies_ms.get("graph"))
-    return row
 
 
 def time_graph_replay(call, flusher, warmup: int, iterations: int) -> float:

@@ -82,8 +82,8 @@ ENDPOINTS = [
 
 def create_app(service: Service, scheduler: Scheduler, *, token: str | None, max_body: int,
                on_shutdown: Callable[[], None]) -> Any:
+    """The routes of :data:`ENDPOINTS` over ``service`` and ``scheduler``, behind the guard."""
     app = FastAPI(title="fib_core serve")
-    store = service.store
 
     @app.exception_handler(Rejected)
     async def rejected(_: Any, err: Rejected) -> JSONResponse:
@@ -93,6 +93,15 @@ def create_app(service: Service, scheduler: Scheduler, *, token: str | None, max
     async def root() -> dict[str, Any]:
         return {"name": "fib_core serve", "endpoints": [
             {"method": m, "path": p, "description": d} for m, p, d in ENDPOINTS]}
+
+    _add_dataset_routes(app, service)
+    _add_task_routes(app, service, scheduler)
+    _add_server_routes(app, scheduler, on_shutdown)
+    return Guard(app, token, max_body)
+
+
+def _add_dataset_routes(app: FastAPI, service: Service) -> None:
+    """What the dataset holds: definitions and workloads, read only."""
 
     @app.get("/definitions", response_model=list[DefinitionInfo])
     async def definitions() -> list[DefinitionInfo]:
@@ -118,6 +127,12 @@ def create_app(service: Service, scheduler: Scheduler, *, token: str | None, max
         if found is None:
             raise HTTPException(404, f"workload not found: {uuid}")
         return found.to_dict()
+
+
+def _add_task_routes(app: FastAPI, service: Service, scheduler: Scheduler) -> None:
+    """Submitting a solution (a task queued for the scheduler) and reading tasks back,
+    waiting for them up to a timeout."""
+    store = service.store
 
     @app.post("/evaluate", response_model=EvaluateResponse)
     async def evaluate(req: EvaluateRequest) -> EvaluateResponse:
@@ -158,6 +173,10 @@ def create_app(service: Service, scheduler: Scheduler, *, token: str | None, max
                    ) -> TaskResponse:
         return (await views([task_id], timeout))[0]
 
+
+def _add_server_routes(app: FastAPI, scheduler: Scheduler, on_shutdown: Callable[[], None]) -> None:
+    """The server's own state (devices, queue) and its stop."""
+
     @app.get("/health", response_model=HealthResponse)
     async def health() -> HealthResponse:
         workers = [WorkerInfo(device=lane.device, healthy=lane.healthy)
@@ -168,5 +187,3 @@ def create_app(service: Service, scheduler: Scheduler, *, token: str | None, max
     async def shutdown() -> dict[str, str]:
         asyncio.get_running_loop().call_later(0.2, on_shutdown)
         return {"status": "shutting_down"}
-
-    return Guard(app, token, max_body)

@@ -102,25 +102,7 @@ def contain(mounts: Sequence[tuple[str, str]]) -> list[str]:
         _write("/proc/self/uid_map", f"{uid} {uid} 1")
         _write("/proc/self/gid_map", f"{gid} {gid} 1")
         _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
-        # Only real folders, named without a link anywhere on their path: a link a solution
-        # left in a folder it may write (the home folder) must not aim a step elsewhere.
-        steps = [(kind, path) for kind, path in mounts
-                 if os.path.isdir(path) and os.path.realpath(path) == path]
-        skipped = [path for kind, path in mounts
-                   if kind != "rw" and os.path.isdir(path) and os.path.realpath(path) != path]
-        if skipped:
-            raise OSError(f"{skipped[0]} is reached through a symbolic link")
-        _pin_ancestors(libc, [path for _, path in steps])
-        for kind, path in steps:
-            if kind == "hide":
-                _mount(libc, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, b"size=16k,mode=700")
-            else:
-                _bind(libc, path, readonly=kind == "ro")
-        # The current folder was entered before the mounts: it still leads to the writable
-        # folder beneath them (a relative path, /proc/self/cwd). Enter it again, through them.
-        here = os.getcwd()
-        os.chdir("/")
-        os.chdir(here)
+        _apply_mounts(libc, mounts)
     except OSError as err:
         warnings.append(
             f"could not make the dataset read-only ({err}); it is writable by solutions"
@@ -130,6 +112,30 @@ def contain(mounts: Sequence[tuple[str, str]]) -> list[str]:
     else:
         _fork_and_wait(reap_all=False)
     return warnings
+
+
+def _apply_mounts(libc: ctypes.CDLL, mounts: Sequence[tuple[str, str]]) -> None:
+    """Carry out :func:`contain`'s mount steps in order, inside the new mount namespace;
+    OSError when one cannot be made (the caller then reports the dataset as writable)."""
+    # Only real folders, named without a link anywhere on their path: a link a solution
+    # left in a folder it may write (the home folder) must not aim a step elsewhere.
+    steps = [(kind, path) for kind, path in mounts
+             if os.path.isdir(path) and os.path.realpath(path) == path]
+    skipped = [path for kind, path in mounts
+               if kind != "rw" and os.path.isdir(path) and os.path.realpath(path) != path]
+    if skipped:
+        raise OSError(f"{skipped[0]} is reached through a symbolic link")
+    _pin_ancestors(libc, [path for _, path in steps])
+    for kind, path in steps:
+        if kind == "hide":
+            _mount(libc, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, b"size=16k,mode=700")
+        else:
+            _bind(libc, path, readonly=kind == "ro")
+    # The current folder was entered before the mounts: it still leads to the writable
+    # folder beneath them (a relative path, /proc/self/cwd). Enter it again, through them.
+    here = os.getcwd()
+    os.chdir("/")
+    os.chdir(here)
 
 
 def _write(path: str, text: str) -> None:

@@ -15,7 +15,7 @@ import queue as queue_module
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from multiprocessing.connection import wait as wait_for_readers
-from typing import Any
+from typing import Any, NoReturn
 
 from fib_core.bench.engine.prestart import discard_early, environment_print, launch_early
 from fib_core.bench.engine.work_queue import QueuePlan, QueueTaker, WorkQueue
@@ -191,29 +191,10 @@ def _child(device_id: str, queue: QueueTaker, report: Any, inbox: Any, device: s
     parent's death) ends it at once: its judge and worker are killed (those of a run it was
     serving die with it) and its folders removed."""
     import pickle
-    import signal
-    import sys
-
-    from fib_core.bench.containment.sandbox import die_with_parent
-    from fib_core.paths import remove_private_dirs
 
     role = f"gpu{device_id}"
     mark(role, "start")
-
-    def leave(signum: int, frame: Any) -> None:
-        # Not an exception: one raised inside an import can be swallowed by the module
-        # being imported (seen while torch loads), and the process would go on.
-        discard_early(remove_logs=True)
-        remove_private_dirs()
-        os._exit(128 + signum)
-
-    signal.signal(signal.SIGTERM, leave)
-    # Not passed on to what this process starts: a process outliving it would keep the
-    # parent from seeing its end.
-    os.set_inheritable(report.fileno(), False)
-    os.environ["CUDA_VISIBLE_DEVICES"] = device_id
-    # Its inbox holds both ends, so a lost parent would never be seen otherwise.
-    die_with_parent(parent, signal.SIGTERM)
+    _bind_to_gpu(device_id, report, parent)
     try:
         if isinstance(target, str):  # the real run: its judge and worker boot while this
             # one imports
@@ -230,14 +211,7 @@ def _child(device_id: str, queue: QueueTaker, report: Any, inbox: Any, device: s
                        queue=queue)
         report.send(("result", shard))
         mark(role, "reported")
-        # Done: its judge and worker are closed. Leave without the interpreter's teardown
-        # (torch's, about half a second the launcher would wait for); the result is out.
-        report.close()
-        discard_early(remove_logs=True)
-        remove_private_dirs()
-        sys.stdout.flush()  # what it printed reaches a pipe too (os._exit flushes nothing)
-        sys.stderr.flush()
-        os._exit(0)
+        _leave_after_report(report)
     except FibError as err:  # a user mistake: one line, as in a one-GPU run
         report.send(("error", f"GPU {device_id}: {err}"))
     except SystemExit:  # its parent is gone: nobody waits for a report
@@ -248,6 +222,47 @@ def _child(device_id: str, queue: QueueTaker, report: Any, inbox: Any, device: s
         report.send(("bug", f"GPU {device_id}:\n{traceback.format_exc()}"))
     finally:  # a multiprocessing child runs no atexit hooks
         discard_early(remove_logs=True)
+
+
+def _bind_to_gpu(device_id: str, report: Any, parent: int) -> None:
+    """Make this process the GPU's: SIGTERM ends it at once (its early judge and worker and
+    its private folders go with it), ``CUDA_VISIBLE_DEVICES`` names that GPU alone, and the
+    parent's death sends it SIGTERM."""
+    import signal
+
+    from fib_core.bench.containment.sandbox import die_with_parent
+    from fib_core.paths import remove_private_dirs
+
+    def leave(signum: int, frame: Any) -> None:
+        # Not an exception: one raised inside an import can be swallowed by the module
+        # being imported (seen while torch loads), and the process would go on.
+        discard_early(remove_logs=True)
+        remove_private_dirs()
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, leave)
+    # Not passed on to what this process starts: a process outliving it would keep the
+    # parent from seeing its end.
+    os.set_inheritable(report.fileno(), False)
+    os.environ["CUDA_VISIBLE_DEVICES"] = device_id
+    # Its inbox holds both ends, so a lost parent would never be seen otherwise.
+    die_with_parent(parent, signal.SIGTERM)
+
+
+def _leave_after_report(report: Any) -> NoReturn:
+    """End the process once its result is sent."""
+    import sys
+
+    from fib_core.paths import remove_private_dirs
+
+    # Done: its judge and worker are closed. Leave without the interpreter's teardown
+    # (torch's, about half a second the launcher would wait for); the result is out.
+    report.close()
+    discard_early(remove_logs=True)
+    remove_private_dirs()
+    sys.stdout.flush()  # what it printed reaches a pipe too (os._exit flushes nothing)
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def preload_engine() -> None:

@@ -174,22 +174,7 @@ def final_result(task_id: int, report: dict, ledger: TaskLedger, latency: dict |
         return EvalResult(
             task_id, EvaluationStatus.RUNTIME_ERROR, "the worker reported no valid latency", None, None, extra
         )
-    known = ("latency_ms", "reference_latency_ms", "speedup_factor")
-    perf_extra = {k: v for k, v in perf.items() if k not in known}  # Performance's extras
-    ref_ms = 0.0
-    if latency is not None:
-        ref_ms = latency["latency_ms"]
-        perf_extra["reference_timing"] = latency["extra"]
-        _charge_reference_phase(extra, latency.get("seconds", 0.0))
-    else:  # not measured (a CPU smoke run): the report shows unknown, never a 0.00x speedup
-        perf_extra["reference_timing"] = {"skipped": True}
-    speedup = ref_ms / latency_ms if ref_ms > 0 else 0.0
-    performance = {
-        **perf_extra,
-        "latency_ms": float(latency_ms),
-        "reference_latency_ms": ref_ms,
-        "speedup_factor": speedup,
-    }
+    performance = _passed_performance(perf, latency_ms, latency, extra)
     assert ledger.first is not None
     return EvalResult(
         task_id,
@@ -200,6 +185,29 @@ def final_result(task_id: int, report: dict, ledger: TaskLedger, latency: dict |
         extra,
         report["fatal"],
     )
+
+
+def _passed_performance(perf: dict, latency_ms: float, latency: dict | None, extra: dict) -> dict:
+    """A passed task's performance: the worker's latency, the judge's reference latency (and
+    its timing details) and the speedup of one over the other; the worker's other figures
+    are kept as Performance's extras. The judge's reference timing is charged to ``extra``'s
+    phases."""
+    known = ("latency_ms", "reference_latency_ms", "speedup_factor")
+    perf_extra = {k: v for k, v in perf.items() if k not in known}  # Performance's extras
+    ref_ms = 0.0
+    if latency is not None:
+        ref_ms = latency["latency_ms"]
+        perf_extra["reference_timing"] = latency["extra"]
+        _charge_reference_phase(extra, latency.get("seconds", 0.0))
+    else:  # not measured (a CPU smoke run): the report shows unknown, never a 0.00x speedup
+        perf_extra["reference_timing"] = {"skipped": True}
+    speedup = ref_ms / latency_ms if ref_ms > 0 else 0.0
+    return {
+        **perf_extra,
+        "latency_ms": float(latency_ms),
+        "reference_latency_ms": ref_ms,
+        "speedup_factor": speedup,
+    }
 
 
 def _corr_dict(raw: Any) -> dict | None:

@@ -59,13 +59,7 @@ def gdn_prefill_batched(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale)
     q_rows = q.repeat_interleave(v_heads // q_heads, dim=1)
     k_rows = k.repeat_interleave(v_heads // k.shape[1], dim=1)
 
-    # Token of (step t, sorted sequence j); padding points at token 0 and is never read back.
-    starts = torch.tensor([bounds[i] for i in order], dtype=torch.long)
-    lens = torch.tensor([lengths[i] for i in order], dtype=torch.long)
-    steps = torch.arange(longest, dtype=torch.long)[:, None]
-    valid = steps < lens[None, :]
-    tokens = torch.where(valid, starts[None, :] + steps, torch.zeros_like(steps)).to(device)
-    valid = valid.to(device)
+    tokens, valid = _token_grid(bounds, lengths, order, device)
 
     # Per step, widened to fp32 as the loop does token by token: [steps, seqs, H, 1, K|V].
     query = q_rows[tokens].float().unsqueeze(-2)
@@ -74,12 +68,7 @@ def gdn_prefill_batched(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale)
     gate = decay[tokens][..., None, None]
     bet = beta[tokens][..., None, None]
     stepped = torch.empty((longest, len(order), heads, dim_v), dtype=torch.bfloat16, device=device)
-
-    if state is None:
-        s = torch.zeros((len(order), heads, dim_k, dim_v), dtype=torch.float32, device=device)
-    else:
-        picked = torch.tensor(order, dtype=torch.long, device=state.device)
-        s = state[picked].clone().float().transpose(-1, -2)  # [seqs, H, K, V]
+    s = _starting_state(state, order, (heads, dim_k, dim_v), device)
 
     running = len(order)
     for t in range(longest):
@@ -100,6 +89,33 @@ def gdn_prefill_batched(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale)
         new_state[order[j]] = s[j].transpose(-1, -2)
     output[tokens[valid]] = stepped[valid]
     return output, new_state
+
+
+def _token_grid(bounds, lengths, order, device):
+    """(tokens, valid) [steps, seqs]: the token of (step t, sorted sequence j), and whether
+    sequence j still runs at step t (``order``: the non-empty sequences, longest first)."""
+    import torch
+
+    longest = lengths[order[0]]
+    # Token of (step t, sorted sequence j); padding points at token 0 and is never read back.
+    starts = torch.tensor([bounds[i] for i in order], dtype=torch.long)
+    lens = torch.tensor([lengths[i] for i in order], dtype=torch.long)
+    steps = torch.arange(longest, dtype=torch.long)[:, None]
+    valid = steps < lens[None, :]
+    tokens = torch.where(valid, starts[None, :] + steps, torch.zeros_like(steps)).to(device)
+    return tokens, valid.to(device)
+
+
+def _starting_state(state, order, sizes, device):
+    """The sorted sequences' initial states as fp32 [seqs, H, K, V] (zeros without ``state``);
+    ``sizes``: (heads, key size, value size)."""
+    import torch
+
+    heads, dim_k, dim_v = sizes
+    if state is None:
+        return torch.zeros((len(order), heads, dim_k, dim_v), dtype=torch.float32, device=device)
+    picked = torch.tensor(order, dtype=torch.long, device=state.device)
+    return state[picked].clone().float().transpose(-1, -2)  # [seqs, H, K, V]
 
 
 def _gates(A_log, a, dt_bias, b):
