@@ -38,7 +38,8 @@ Benchmark(trace_set, log_level="INFO"); bench.run(config); bench.flush()`` or
   never checked: drawn many at once when the generator takes ``sets``);
   ``register_input_generator(name)`` decorating ``fn(definition, axes, gen, device) ->
   dict[str, Tensor]``.
-- Correctness (:mod:`.evaluation.check`, :mod:`.evaluation.tolerance`): ``Tolerance``,
+- Correctness (:mod:`.evaluation.check`, :mod:`.evaluation.tolerance`, over the shared words
+  of :mod:`fib_core.checking`): ``Tolerance``,
   ``resolve_tolerance(definition, config)``
   (defaults -> op_type -> definition ``"tolerance": {...}`` key -> config), ``check_outputs``,
   ``CheckResult(status, correctness, message)``, ``register_checker(name)`` (a definition name
@@ -86,8 +87,8 @@ __all__ = [
 
 _LAZY = {
     "Benchmark": "fib_core.bench.benchmark",
-    "CheckResult": "fib_core.bench.evaluation.check",
-    "Tolerance": "fib_core.bench.evaluation.tolerance",
+    "CheckResult": "fib_core.checking",
+    "Tolerance": "fib_core.checking",
     "check_outputs": "fib_core.bench.evaluation.check",
     "register_checker": "fib_core.bench.evaluation.check",
     "resolve_tolerance": "fib_core.bench.evaluation.tolerance",

@@ -12,9 +12,10 @@ except the first:
     generator.py        ``generate(definition, axes, gen, device) -> {input: tensor}`` (optional
                         keywords ``wanted`` and ``sets``: see ``register_input_generator``)
     cost.py             ``cost(axes, inputs) -> fib_core.dataset.roofline.Cost``
-    checker.py          ``check(definition, outputs, reference, inputs, tolerance) -> CheckResult``
+    checker.py          ``check(definition, outputs, reference, inputs, tolerance)``, returning
+                        a ``fib_core.checking.CheckResult``
     fast_reference.py   ``run(...)``: the reference's arithmetic, faster, for untimed sets
-    tracing.py          ``RULE``: the ``fib_core.tracer.TracingRule`` the tracer applies to
+    tracing.py          ``RULE``: the ``fib_core.tracing_rules.TracingRule`` the tracer applies to
                         its calls (inputs to dump as blobs, how calls are deduplicated)
     eval.toml           evaluation settings ([contest], [local], [reference])
 
@@ -49,6 +50,7 @@ from types import ModuleType
 from typing import Any
 
 from fib_core.errors import FibError
+from fib_core.tracing_rules import TracingRule
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "definitions"
 PATH_ENV = "FIB_DEFINITIONS_PATH"
@@ -155,11 +157,8 @@ class DefinitionEntry:
         return self._plugin("fast_reference", "run")
 
     @property
-    def tracing_rule(self) -> Any | None:
-        """The folder's tracing rule (``tracing.py``'s ``RULE``), or None without the file.
-
-        The tracer checks that it is a ``TracingRule``; the registry does not import the tracer.
-        """
+    def tracing_rule(self) -> TracingRule | None:
+        """The folder's tracing rule (``tracing.py``'s ``RULE``), or None without the file."""
         mod = self.module("tracing")
         if mod is None:
             return None
@@ -167,6 +166,11 @@ class DefinitionEntry:
             raise DefinitionFolderError(
                 f"{self.folder / 'tracing.py'}: defines no RULE; set RULE = TracingRule(...) "
                 "or remove the file"
+            )
+        if not isinstance(mod.RULE, TracingRule):
+            raise DefinitionFolderError(
+                f"{self.folder / 'tracing.py'}: RULE is a {type(mod.RULE).__name__}; set it to "
+                "a fib_core.tracing_rules.TracingRule(...)"
             )
         return mod.RULE
 

@@ -1,7 +1,8 @@
-"""TracingRule, where the organizers' layout has it (defined in :mod:`fib_core.tracer.types`)."""
+"""TracingRule under the organizers' module path ``tracer.rule`` (defined in
+:mod:`fib_core.tracing_rules`)."""
 
 from __future__ import annotations
 
-from .types import TracingRule
+from fib_core.tracing_rules import TracingRule
 
 __all__ = ["TracingRule"]

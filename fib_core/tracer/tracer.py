@@ -32,28 +32,34 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from fib_core.apply.api import get_apply_hook, set_apply_hook
+from fib_core.data import (
+    Definition,
+    RandomInput,
+    SafetensorsInput,
+    ScalarInput,
+    Trace,
+    Workload,
+)
+from fib_core.data.blobs import save_blob
 from fib_core.data.containment import is_lexically_inside
+from fib_core.data.json_io import append_jsonl, load_json
+from fib_core.dataset import registry
 from fib_core.errors import ConfigError, FibWarning
 from fib_core.paths import dataset_env_path
+from fib_core.tracing_rules import TraceEntry, TracingRule, axes_only_rule
 
 from .hook_impl import make_tracing_hook
-from .presets import axes_only_rule, full_preset
-from .types import TraceEntry, TracingRule
+from .presets import full_preset
 
 
 def kit_definitions() -> dict[str, Any]:
     """Every registered definition (the kit's folders and ``$FIB_DEFINITIONS_PATH``'s),
     references attached."""
-    from fib_core.data import Definition
-    from fib_core.dataset import registry
-
     return {e.name: Definition.from_dict(e.definition_dict()) for e in registry.entries()}
 
 
 def _dataset_definitions(root: Path) -> dict[str, Any]:
-    from fib_core.data import Definition
-    from fib_core.data.json_io import load_json
-
     out = {}
     for file in sorted((root / "definitions").rglob("*.json")):
         definition = load_json(file, Definition)
@@ -237,17 +243,12 @@ class Tracer:
             kept = rule.select(group) if rule is not None else []
             records, blobs = self._records(def_name, kept)
             if records:
-                from fib_core.data.json_io import append_jsonl
-
                 op_type = self._definition(def_name).op_type
                 append_jsonl(self.out_dir / op_type / f"{def_name}.jsonl", records)
             stats[def_name] = {"collected": len(group), "written": len(records), "blobs": blobs}
         return stats
 
     def _records(self, def_name: str, kept: list[TraceEntry]) -> tuple[list[Any], int]:
-        from fib_core.data import RandomInput, SafetensorsInput, ScalarInput, Trace, Workload
-        from fib_core.data.blobs import save_blob
-
         definition = self._definition(def_name)
         records = []
         blobs = 0
@@ -336,8 +337,6 @@ def enable_tracing(
         disable_tracing()     # flush; also happens at exit and on SIGTERM
     """
     global _tracer, _previous_hook
-    from fib_core.apply.api import get_apply_hook, set_apply_hook
-
     tracer = Tracer(rules, out_dir, blob_dir, **tracer_options)
     old = _tracer
     if old is not None:
@@ -353,8 +352,6 @@ def enable_tracing(
 def disable_tracing() -> dict[str, dict[str, int]]:
     """Flush and remove the process-wide tracer; returns the flush statistics ({} if none)."""
     global _tracer, _previous_hook
-    from fib_core.apply.api import get_apply_hook, set_apply_hook
-
     tracer, _tracer = _tracer, None
     if tracer is None:
         return {}

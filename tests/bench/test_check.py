@@ -6,7 +6,7 @@ import torch
 
 from fib_core.bench.evaluation.check import check_outputs, mutated_inputs, poison_
 from fib_core.bench.evaluation.compare import compare_tensor
-from fib_core.bench.evaluation.tolerance import Tolerance
+from fib_core.checking import Tolerance
 
 TOL = Tolerance(atol=1e-2, rtol=1e-2, required_matched_ratio=1.0)
 

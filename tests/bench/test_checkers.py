@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from fib_core.bench.evaluation.check import check_outputs
-from fib_core.bench.evaluation.tolerance import Tolerance
+from fib_core.checking import Tolerance
 from fib_core.data.definition import Definition
 from fib_core.dataset import registry
 

@@ -15,7 +15,7 @@ from fib_core.bench.evaluation.compare import (
     strict_atol,
     strict_problems,
 )
-from fib_core.bench.evaluation.tolerance import Tolerance
+from fib_core.checking import Tolerance
 from fib_core.data import Trace
 from fib_core.project.strict_view import print_correctness_view
 

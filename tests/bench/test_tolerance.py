@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fib_core.bench import BenchmarkConfig, resolve_tolerance
-from fib_core.bench.evaluation.tolerance import ToleranceError
+from fib_core.checking import ToleranceError
 
 
 def _with(definition, extra=None, **changes):

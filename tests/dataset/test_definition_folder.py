@@ -72,7 +72,7 @@ def cost(axes, inputs):
     return Cost(bytes=4 * (2 * n + 8), flops=2 * n, dtype="float32")
 """,
     "checker.py": """
-from fib_core.bench.evaluation.check import CheckResult
+from fib_core.checking import CheckResult
 from fib_core.data.trace import Correctness, EvaluationStatus
 
 
@@ -85,7 +85,7 @@ def check(definition, outputs, reference, inputs, tolerance):
     return CheckResult(EvaluationStatus.INCORRECT_NUMERICAL, correctness, f"out off by {diff}")
 """,
     "tracing.py": """
-from fib_core.tracer import TracingRule, policy_keep_first_k
+from fib_core.tracing_rules import TracingRule, policy_keep_first_k
 
 RULE = TracingRule(tensors_to_dump=["x"], dedup_policy=policy_keep_first_k(2))
 """,

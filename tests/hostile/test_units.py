@@ -719,7 +719,7 @@ def test_a_patched_harness_function_or_module_is_noticed_after_the_task(monkeypa
 
     import fib_core.bench.evaluation.check as check
     from fib_core.bench.evaluation import tamper_watch
-    from fib_core.bench.evaluation.tolerance import Tolerance
+    from fib_core.checking import Tolerance
 
     baseline = tamper_watch.fingerprint()
     assert tamper_watch.tampered(baseline) == []
@@ -729,7 +729,7 @@ def test_a_patched_harness_function_or_module_is_noticed_after_the_task(monkeypa
     monkeypatch.setattr(check, "brand_new_helper", lambda: None, raising=False)
     assert tamper_watch.tampered(baseline) == [
         "fib_core.bench.evaluation.check.check_outputs",
-        "fib_core.bench.evaluation.tolerance.Tolerance.to_dict",
+        "fib_core.checking.Tolerance.to_dict",
         "torch.allclose",
     ]
     monkeypatch.undo()

@@ -148,7 +148,7 @@ def test_modal_says_where_each_flag_works_instead():
 def test_dump_writes_tensors_and_where_they_differ(tmp_path):
     from safetensors.torch import load_file
 
-    from fib_core.bench.evaluation.check import CheckResult
+    from fib_core.checking import CheckResult
     from fib_core.data.trace import EvaluationStatus
 
     want = torch.zeros(4, 3)

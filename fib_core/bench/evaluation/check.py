@@ -7,8 +7,10 @@ of that: NaN anywhere (either side) fails and is reported, an inf only matches t
 unwritten DPS outputs are caught by poisoning them first (:func:`poison_`), and an input the
 solution modified in place is reported (:func:`mutated_inputs`).
 
-Tolerances and their precedence are :mod:`.tolerance`'s; one output's element-wise comparison
-and the strict view are :mod:`.compare`'s.
+The verdict (``CheckResult``), ``Tolerance`` and the element rule are
+:mod:`fib_core.checking`'s (definition folders use them too); where tolerances come from is
+:mod:`.tolerance`'s; one output's element-wise comparison and the strict view are
+:mod:`.compare`'s.
 
 Definitions whose outputs are not comparable index by index (e.g. a top-k index list with ties)
 have a ``checker.py`` in their definition folder (or register one with :func:`register_checker`);
@@ -18,35 +20,15 @@ it runs after the shape and dtype checks.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fib_core.bench.evaluation.compare import compare_scalar, compare_tensor
-from fib_core.bench.evaluation.tolerance import Tolerance
+from fib_core.checking import CheckResult, Tolerance
 
 if TYPE_CHECKING:
     import torch
 
     from fib_core.data.definition import Definition
-    from fib_core.data.trace import Correctness, EvaluationStatus
-
-@dataclass
-class CheckResult:
-    """Verdict of one comparison; ``correctness`` is set for PASSED and INCORRECT_NUMERICAL."""
-
-    status: EvaluationStatus
-    correctness: Correctness | None
-    message: str
-
-    def __post_init__(self) -> None:
-        from fib_core.data.trace import EvaluationStatus
-
-        self.status = EvaluationStatus(self.status)  # a plugin's plain string becomes the member
-
-    @property
-    def passed(self) -> bool:
-        return self.status is self.status.PASSED
-
 
 CheckerFn = Callable[..., CheckResult]
 _CHECKERS: dict[str, CheckerFn] = {}

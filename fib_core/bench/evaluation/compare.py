@@ -1,25 +1,23 @@
 """One output against its reference, element by element, and the strict view of the result.
 
-:func:`compare_tensor` applies the organizers' rule to one tensor (an element fails only if it
-exceeds both atol and rtol; NaN anywhere fails; an inf matches only the same inf) and keeps
-the statistics a contestant reads in the trace: the errors, where the first failures are, the
-output's scale. The strict view (:func:`strict_problems`, ``--strict``) reads those statistics
+:func:`compare_tensor` applies the organizers' rule (:func:`fib_core.checking.element_failures`:
+an element fails only if it exceeds both atol and rtol; NaN anywhere fails; an inf matches
+only the same inf) to one tensor and keeps the statistics a contestant reads in the trace:
+the errors, where the first failures are, the output's scale. The strict view (:func:`strict_problems`, ``--strict``) reads those statistics
 again against each output's own scale, where the organizers' atol alone is too loose.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
-from fib_core.bench.evaluation.tolerance import Tolerance
 from fib_core.bench.grading import ORGANIZER_TOLERANCE
+from fib_core.checking import REL_EPS, Tolerance, element_failures, non_finite_masks
 
 if TYPE_CHECKING:
     import torch
 
-# Guard of the organizers' relative error: |x - y| / (|y| + REL_EPS).
-REL_EPS = 1e-8
 FIRST_INDICES_SHOWN = 5
 
 @dataclass
@@ -88,46 +86,6 @@ class OutputComparison:
         return text
 
 
-class _Specials(NamedTuple):
-    """Where either side of a comparison is NaN or inf, computed once per compared pair."""
-
-    nan_x: torch.Tensor
-    nan_y: torch.Tensor
-    inf_x: torch.Tensor
-    inf_y: torch.Tensor
-    same_inf: torch.Tensor  # an inf matched by the same inf
-    finite: torch.Tensor  # both sides finite
-    bad: torch.Tensor  # fails whatever the tolerance: a NaN, or an unmatched inf
-
-
-def _specials(x: torch.Tensor, y: torch.Tensor) -> _Specials:
-    import torch
-
-    nan_x, nan_y = torch.isnan(x), torch.isnan(y)
-    inf_x, inf_y = torch.isinf(x), torch.isinf(y)
-    same_inf = inf_x & inf_y & (x == y)
-    finite = torch.isfinite(x) & torch.isfinite(y)
-    bad = nan_x | nan_y | ((inf_x | inf_y) & ~same_inf)
-    return _Specials(nan_x, nan_y, inf_x, inf_y, same_inf, finite, bad)
-
-
-def element_failures(
-    x: torch.Tensor, y: torch.Tensor, tol: Tolerance, specials: _Specials | None = None
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(failed mask, |x - y| where both finite else 0, relative error) of float32 tensors
-    under the organizers' rule, NaN/inf aware: an element fails beyond both atol and rtol, or
-    when either side is NaN, or an inf is not matched by the same inf. ``specials`` (the NaN
-    and inf masks of this pair) saves computing them again."""
-    import torch
-
-    sp = specials if specials is not None else _specials(x, y)
-    diff = torch.where(sp.finite, (x - y).abs(), torch.zeros_like(x))
-    rel = diff / (y.abs() + REL_EPS)
-    failed_mask = (diff > tol.atol) & (rel > tol.rtol)
-    failed_mask |= sp.bad
-    return failed_mask, diff, rel
-
-
 def compare_tensor(name: str, got: torch.Tensor, want: torch.Tensor, tol: Tolerance) -> OutputComparison:
     """Element-wise comparison of one output under the organizers' rule, NaN/inf aware."""
     import torch
@@ -137,7 +95,7 @@ def compare_tensor(name: str, got: torch.Tensor, want: torch.Tensor, tol: Tolera
     numel = y.numel()
     if numel == 0:
         return OutputComparison(name, 0, 0, 1.0, 0.0, 0.0)
-    sp = _specials(x, y)
+    sp = non_finite_masks(x, y)
     nan_x, nan_y, inf_x, inf_y, same_inf, finite, bad = sp
     failed_mask, diff, rel = element_failures(x, y, tol, sp)
     y_finite = torch.where(finite, y, torch.zeros_like(y))

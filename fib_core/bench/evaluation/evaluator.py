@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from fib_core.bench.config import BenchmarkConfig
-from fib_core.bench.evaluation.check import CheckResult, check_outputs, mutated_inputs, poison_
+from fib_core.bench.evaluation.check import check_outputs, mutated_inputs, poison_
 from fib_core.bench.evaluation.environment import EnvironmentInfo
 from fib_core.bench.evaluation.failures import Failed, also, solution_traceback, tail
 from fib_core.bench.evaluation.input_sets import Prepared, Staging, affordable_sets
@@ -31,7 +31,8 @@ from fib_core.bench.evaluation.reference_pass import ReferencePass
 from fib_core.bench.evaluation.reference_sets import checked_indices
 from fib_core.bench.evaluation.solution_timing import SolutionTiming
 from fib_core.bench.evaluation.timers import WALL_CLOCK_LABEL, L2Flusher
-from fib_core.bench.evaluation.tolerance import Tolerance, resolve_tolerance
+from fib_core.bench.evaluation.tolerance import resolve_tolerance
+from fib_core.checking import CheckResult, Tolerance
 from fib_core.data.trace import EvaluationStatus
 from fib_core.errors import BuildError, FibError, SignatureError
 

@@ -64,7 +64,8 @@ class RemoteChecker:
     def submit(
         self, definition: Any, outputs: Sequence, set_index: int, prep: Any, label: str
     ) -> Callable[[], Any]:
-        from fib_core.bench.evaluation.check import CheckResult, check_structure
+        from fib_core.bench.evaluation.check import check_structure
+        from fib_core.checking import CheckResult
 
         device = next((t.device.type for t in prep.sets[0] if hasattr(t, "device")), None)
         failed = check_structure(

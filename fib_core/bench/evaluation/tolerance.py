@@ -1,9 +1,10 @@
-"""How far a solution's outputs may be from the reference's, and who said so.
+"""Which tolerances a definition is judged under, and who said so.
 
 Precedence, lowest to highest: the kit's defaults (the organizers' numbers) -> the op_type's
 packaged default -> the contest's grading of the definition (its ``eval.toml``) -> the
 definition's own ``"tolerance"`` object (kept in ``Definition.extra``) -> explicit config or
-command-line values. :class:`Tolerance` records which layer set each value.
+command-line values. The :class:`~fib_core.checking.Tolerance` made here records which layer
+set each value.
 
 Example::
 
@@ -13,11 +14,10 @@ Example::
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fib_core.bench.grading import OP_TYPE_TOLERANCE, ORGANIZER_TOLERANCE, contest_tolerance
-from fib_core.errors import FibError
+from fib_core.checking import TOLERANCE_KEYS, Tolerance, ToleranceError
 
 if TYPE_CHECKING:
     from fib_core.bench.config import BenchmarkConfig
@@ -29,41 +29,6 @@ DEFAULT_TOLERANCE = dict(ORGANIZER_TOLERANCE)
 # and, per definition, the flags the contest passes (its eval.toml [contest]: the MoE's 0.9),
 # applied by name, above op_type, below the definition's own "tolerance" key and explicit
 # settings.
-TOLERANCE_KEYS = ("atol", "rtol", "required_matched_ratio")
-
-
-class ToleranceError(FibError):
-    """A definition's or config's tolerance value is not usable."""
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    """Per-element tolerances and the fraction of elements that must match."""
-
-    atol: float
-    rtol: float
-    required_matched_ratio: float
-    # Where each value came from ("default", "op_type", "definition", "config"): for the trace.
-    sources: dict[str, str] = field(default_factory=dict, compare=False)
-
-    def __post_init__(self) -> None:
-        for key in TOLERANCE_KEYS:
-            value = getattr(self, key)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-                raise ToleranceError(f"tolerance {key} = {value!r}; expected a number >= 0")
-        if self.required_matched_ratio > 1:
-            raise ToleranceError(
-                f"tolerance required_matched_ratio = {self.required_matched_ratio!r}; "
-                "expected a number in [0, 1]"
-            )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "atol": self.atol,
-            "rtol": self.rtol,
-            "required_matched_ratio": self.required_matched_ratio,
-            "sources": dict(self.sources),
-        }
 
 
 def resolve_tolerance(definition: Definition, config: BenchmarkConfig | None = None) -> Tolerance:

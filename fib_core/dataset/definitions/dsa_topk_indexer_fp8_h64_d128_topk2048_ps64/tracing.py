@@ -4,6 +4,6 @@
 them as blobs, and so does a traced workload.
 """
 
-from fib_core.tracer import DEDUP_BY_AXES, TracingRule
+from fib_core.tracing_rules import DEDUP_BY_AXES, TracingRule
 
 RULE = TracingRule(tensors_to_dump=["seq_lens", "block_table"], dedup_policy=DEDUP_BY_AXES)

@@ -4,6 +4,6 @@
 blob too); calls of equal shape but very different average sequence length stay apart.
 """
 
-from fib_core.tracer import DEDUP_BY_AVG_SEQ_LEN, TracingRule
+from fib_core.tracing_rules import DEDUP_BY_AVG_SEQ_LEN, TracingRule
 
 RULE = TracingRule(tensors_to_dump=["cu_seqlens"], dedup_policy=DEDUP_BY_AVG_SEQ_LEN)

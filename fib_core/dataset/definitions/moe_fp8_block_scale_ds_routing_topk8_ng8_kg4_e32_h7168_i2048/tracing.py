@@ -4,6 +4,6 @@
 the work per expert; the activations and weights are regenerated.
 """
 
-from fib_core.tracer import DEDUP_BY_AXES, TracingRule
+from fib_core.tracing_rules import DEDUP_BY_AXES, TracingRule
 
 RULE = TracingRule(tensors_to_dump=["routing_logits", "routing_bias"], dedup_policy=DEDUP_BY_AXES)
