@@ -21,7 +21,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any, Protocol
 
 from fib_core.bench.containment.mounts import Mounts
 from fib_core.bench.containment.sandbox import TOKEN_VAR, kill_tagged
+from fib_core.bench.engine.child_command import child_command, child_pythonpath
 from fib_core.bench.evaluation.exchange import ArenaHandle
 from fib_core.bench.evaluation.logs import clip_text, read_bounded
 from fib_core.bench.evaluation.protocol import EvalResult, EvalTask
@@ -47,7 +47,6 @@ from fib_core.bench.evaluation.wire import (
     send_object,
 )
 from fib_core.data.trace import EvaluationStatus
-from fib_core.paths import PROFILE_ENV, kit_root
 
 TAIL_LINES = 30
 STARTUP_TIMEOUT_S = 180.0
@@ -133,31 +132,12 @@ class WorkerHandle:
         parent, child = socket.socketpair()
         self.tmp_dir.mkdir(parents=True, exist_ok=True)
         env = self.child_env()
-        # The kit's own fib_core first (its folder is read-only to solutions); the current
-        # folder, where `python -m` would have put it, is not on the path at all: a module a
-        # solution left there (json.py) would be imported in place of the real one. User
-        # modules named in generator_modules are looked up there alone (worker.py).
-        # The user's own entries follow, but not an empty or relative one: Python reads it
-        # as the current folder.
-        user = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if os.path.isabs(p)]
-        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([str(kit_root()), *user]))
+        env["PYTHONPATH"] = child_pythonpath(env.get("PYTHONPATH", ""))
         if self.requested_device == "cpu":
             env["TRITON_INTERPRET"] = "1"
-        # -P: the current folder does not go first on sys.path, so a fib_core there (another
-        # fork's, an old copy) cannot stand in for this process's own. (The per-user
-        # site-packages stays: torch may be installed there; workers see it read-only.)
-        args = [sys.executable, "-P", "-m", "fib_core.bench.evaluation.worker", "--fd", str(child.fileno()),
-                "--device", self.requested_device, "--role", self.role,
-                "--parent", str(os.getpid())]
-        profile_dir = os.environ.get(PROFILE_ENV)
-        if profile_dir:  # measuring the harness: each process's cProfile stats, on exit
-            out = Path(profile_dir) / f"{self.role}-{self.token[:8]}.prof"
-            args[2:2] = ["-m", "cProfile", "-o", str(out)]
-        args += self.mounts.args()
-        if self.trusted:
-            args.append("--trusted")
-        if self.context_at_start and self.role == "worker":
-            args.append("--context-at-start")
+        args = child_command(self.role, self.requested_device, child.fileno(), token=self.token,
+                             mounts=self.mounts, trusted=self.trusted,
+                             context_at_start=self.context_at_start)
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         try:
             self.proc = subprocess.Popen(

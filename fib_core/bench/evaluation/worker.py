@@ -59,7 +59,7 @@ def resolve_device(requested: str) -> str:
 
 
 # The folder the process started in (the launcher's): where user modules named in
-# generator_modules live. Not on sys.path (see pool.WorkerHandle.launch): only those modules,
+# generator_modules live. Not on sys.path (see child_command.child_pythonpath): only those modules,
 # while they are imported, are looked up there first, as `python -m` would have.
 _START_DIR = os.getcwd()
 
