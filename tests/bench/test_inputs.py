@@ -10,7 +10,9 @@ from safetensors.torch import save_file
 
 from fib_core.bench import generate_inputs, register_input_generator
 from fib_core.bench.evaluation import inputs as inputs_mod
-from fib_core.bench.evaluation.inputs import InputError, random_tensor
+from fib_core.bench.evaluation import random_draws
+from fib_core.bench.evaluation.inputs import InputError
+from fib_core.bench.evaluation.random_draws import random_tensor
 from fib_core.data.definition import Definition
 from fib_core.data.workload import Workload
 from fib_core.errors import LfsPointerError
@@ -70,7 +72,7 @@ def test_chunked_generation_is_exact_and_bounded(monkeypatch):
         seen.append(args[0])
         return real_randn(*args, **kwargs)
 
-    monkeypatch.setattr(inputs_mod, "CHUNK_ELEMENTS", 256)
+    monkeypatch.setattr(random_draws, "CHUNK_ELEMENTS", 256)
     monkeypatch.setattr(torch, "randn", spy)
     chunked = random_tensor((3, 1000), "float8_e4m3fn", torch.Generator().manual_seed(1), "cpu")
     assert max(seen) <= 256 and sum(seen) == 3000

@@ -2,8 +2,8 @@
 
 Everything a solution sees is reproducible: one ``torch.Generator`` per (seed, workload uuid,
 input set) drives all random numbers, and the seed is recorded in the trace. Random tensors are
-generated in chunks directly on the target device, so a 1.4 GB fp8 weight never needs a
-multi-GB fp32 temporary.
+generated in chunks directly on the target device (:mod:`.random_draws`), so a 1.4 GB fp8
+weight never needs a multi-GB fp32 temporary.
 
 Random numbers cannot make a valid page table or a sorted list of sequence offsets, so a
 definition may register a *structured input generator* (``register_input_generator``) that
@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fib_core.bench.evaluation.random_draws import make_generator, random_scalar, random_tensor
 from fib_core.data.blobs import resolve_blob_path
 from fib_core.errors import FibError, LfsPointerError
 
@@ -29,11 +30,6 @@ if TYPE_CHECKING:
     from fib_core.data.workload import Workload
 
 GeneratorFn = Callable[..., "dict[str, torch.Tensor]"]
-
-# Elements generated per step: 16 Mi floats = 64 MiB of fp32 scratch at most.
-CHUNK_ELEMENTS = 1 << 24
-# The organizers' integer range; narrower integer types are clipped to their own range.
-INT_LOW, INT_HIGH = -1024, 1024
 
 _GENERATORS: dict[str, GeneratorFn] = {}
 
@@ -111,71 +107,6 @@ def _source_hash(fn: Callable[..., Any]) -> str:
         except (OSError, TypeError):
             parts.append(f"{fn.__module__}.{fn.__qualname__}")
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
-
-
-def derive_seed(seed: int, uuid: str, input_set: int = 0) -> int:
-    """A 63-bit seed from (seed, workload uuid, input set): distinct and stable per workload."""
-    digest = hashlib.sha256(f"fib-inputs|{seed}|{uuid}|{input_set}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
-
-
-def make_generator(seed: int, uuid: str, device: str, input_set: int = 0) -> torch.Generator:
-    """The one generator that produces every random number of this workload's input set."""
-    import torch
-
-    gen = torch.Generator(device=device)
-    gen.manual_seed(derive_seed(seed, uuid, input_set))
-    return gen
-
-
-def random_tensor(
-    shape: tuple[int, ...], dtype_name: str, gen: torch.Generator, device: str
-) -> torch.Tensor:
-    """A tensor of random values like the organizers' (floats N(0,1), ints in [-1024, 1024)),
-    written chunk by chunk into its final buffer; fp8 values are clamped to their range."""
-    import torch
-
-    from fib_core.data.dtypes import torch_dtype
-
-    dtype = torch_dtype(dtype_name)
-    out = torch.empty(shape, dtype=dtype, device=device)
-    flat = out.view(-1) if out.dim() > 0 else out.view(1)
-    total = flat.numel()
-    for start in range(0, total, CHUNK_ELEMENTS):
-        n = min(CHUNK_ELEMENTS, total - start)
-        flat[start : start + n].copy_(_random_chunk(n, dtype_name, dtype, gen, device))
-    return out
-
-
-def _random_chunk(n: int, dtype_name: str, dtype: Any, gen: Any, device: str) -> Any:
-    import torch
-
-    if dtype_name == "bool":
-        return torch.randint(0, 2, (n,), generator=gen, device=device, dtype=torch.int8).bool()
-    if dtype_name.startswith("int"):
-        info = torch.iinfo(dtype)
-        low, high = max(INT_LOW, info.min), min(INT_HIGH, info.max + 1)
-        return torch.randint(low, high, (n,), generator=gen, device=device, dtype=dtype)
-    if dtype_name == "float4_e2m1":  # packed pairs: any byte is a valid pair of fp4 values
-        raw = torch.randint(0, 256, (n,), generator=gen, device=device, dtype=torch.uint8)
-        return raw.view(dtype)
-    values = torch.randn(n, generator=gen, device=device, dtype=torch.float32)
-    if dtype_name.startswith("float8"):
-        limit = torch.finfo(dtype).max
-        values.clamp_(-limit, limit)
-    return values
-
-
-def random_scalar(dtype_name: str, gen: torch.Generator) -> int | float | bool:
-    """A Python number for a random scalar input (shape null), drawn from the same generator."""
-    import torch
-
-    device = gen.device
-    if dtype_name == "bool":
-        return bool(torch.randint(0, 2, (1,), generator=gen, device=device).item())
-    if dtype_name.startswith("int"):
-        return int(torch.randint(1, 64, (1,), generator=gen, device=device).item())
-    return float(torch.randn(1, generator=gen, device=device).item())
 
 
 def load_blob_tensor(
