@@ -7,6 +7,7 @@ experts and padding. GPU runs check every real token count at the real sizes.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import sys
@@ -151,6 +152,8 @@ def test_tile_config_rejects_bad_sizes():
         tiles.TileConfig(block_m=24, block_h=64, block_n2=64)
     with pytest.raises(ValueError, match="multiples of 128"):
         tiles.pick_config(1).check_sizes(7168, 2000)
+    with pytest.raises(ValueError, match="split1=3"):
+        tiles.TileConfig(block_m=16, block_h=64, block_n2=64, split1=3).check_sizes(7168, 2048)
     for t in (1, 16, 80, 901, 14107):
         tiles.pick_config(t).check_sizes(7168, 2048)
 
@@ -164,44 +167,71 @@ def test_block_bound_covers_worst_case():
     assert schedule.block_bound(1, 32, 8, 16) <= 8
 
 
+def route_only(inputs):
+    """The routing phase alone (one launch), through the starter's own entry point."""
+    kernel = load_starter()
+    out = torch.empty(inputs[2].shape, dtype=torch.bfloat16, device=inputs[0].device)
+    return kernel.moe_forward(*inputs, out, phases=kernel.ROUTE)
+
+
 def test_routing_matches_torch():
-    routing = load_starter("routing")
     inputs = make_inputs(6, hidden=128, inter=128, offset=64, local_boost=1.0, seed=1, device=DEVICE)
     logits, bias = inputs[0], inputs[1]
-    r = routing.route(logits, bias, 64, 2.5, 32)
+    r = route_only(inputs)
     ids, w = routing_by_torch(logits, bias, 2.5)
-    got = r.topk_ids.long()
+    got = r.ids.long()
     assert torch.equal(got.sort(1).values, ids.sort(1).values)
     # Same weight per chosen expert, whatever the order of choice.
     order_got, order_ref = got.argsort(1), ids.argsort(1)
-    torch.testing.assert_close(r.topk_weights.gather(1, order_got), w.gather(1, order_ref))
-    # Lists: each local pair appears exactly once, at its rank, in its expert's list.
+    torch.testing.assert_close(r.weights.gather(1, order_got), w.gather(1, order_ref))
+    # Lists: each local pair appears exactly once in its expert's list, within its count.
     local = got - 64
     is_local = (local >= 0) & (local < 32)
-    assert torch.equal(r.local_ids, torch.where(is_local, local, -1).int())
     assert r.counts.sum().item() == is_local.sum().item()
-    for t, k in is_local.nonzero().tolist():
-        e, rank = local[t, k].item(), r.ranks[t, k].item()
-        assert 0 <= rank < r.counts[e].item()
-        assert r.lists[e, rank].item() == t * 8 + k
+    for e in range(32):
+        n = r.counts[e].item()
+        want = sorted(t * 8 + k for t, k in (is_local & (local == e)).nonzero().tolist())
+        assert sorted(r.lists[e, :n].tolist()) == want
+    assert torch.equal(r.prow, torch.full_like(r.prow, -1))  # GEMM2 fills local pairs' rows
+
+
+def test_padded_rows_are_distinct_and_inside_their_expert():
+    """After a whole call each local pair has its own padded row, in its expert's block range."""
+    tiles = load_starter("tiles")
+    kernel = load_starter()
+    inputs = make_inputs(20, hidden=256, inter=128, offset=96, local_boost=5.0, boosted=4,
+                         seed=5, device=DEVICE)
+    out = torch.empty(inputs[2].shape, dtype=torch.bfloat16, device=DEVICE)
+    ws = kernel.moe_forward(*inputs, out, config=tiles.TileConfig(16, 64, 64))
+    local = ws.ids.long() - 96
+    is_local = (local >= 0) & (local < 32)
+    rows = ws.prow[is_local]
+    assert torch.equal(ws.prow[~is_local], torch.full_like(ws.prow[~is_local], -1))
+    assert rows.unique().numel() == rows.numel() == is_local.sum().item()
+    blocks = (torch.bincount(local[is_local], minlength=32) + 15) // 16
+    start = (torch.cumsum(blocks, 0) - blocks) * 16
+    e = local[is_local]
+    assert ((rows >= start[e]) & (rows < start[e] + blocks[e] * 16)).all()
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered in exp")
 @pytest.mark.parametrize(
-    ("num_tokens", "offset", "boost", "boosted", "block_h"),
+    ("num_tokens", "offset", "boost", "boosted", "block_h", "split"),
     [
-        (1, 0, 0.0, None, 32),  # plain routing: zero or one local expert
-        (3, 224, 3.0, None, 64),  # every choice local: 24 pairs over up to 24 experts
-        (20, 96, 5.0, 4, 128),  # 4 hot experts with 20 rows each: two M blocks plus padding
+        (1, 0, 0.0, None, 32, 1),  # plain routing: zero or one local expert
+        (3, 224, 3.0, None, 64, 1),  # every choice local: 24 pairs over up to 24 experts
+        (20, 96, 5.0, 4, 128, 1),  # 4 hot experts with 20 rows each: two M blocks plus padding
+        (3, 224, 3.0, None, 64, 2),  # split K in both GEMMs: parts summed, h from their sum
     ],
 )
-def test_moe_reduced_sizes_match_reference(num_tokens, offset, boost, boosted, block_h):
+def test_moe_reduced_sizes_match_reference(num_tokens, offset, boost, boosted, block_h, split):
     tiles = load_starter("tiles")
     inputs = make_inputs(
         num_tokens, hidden=256, inter=128, offset=offset, local_boost=boost, boosted=boosted,
         seed=num_tokens, device=DEVICE,
     )
-    config = tiles.TileConfig(block_m=16, block_h=block_h, block_n2=64)
+    config = tiles.TileConfig(block_m=16, block_h=block_h, block_n2=64, split1=split,
+                              split2=split)
     out = run_starter(inputs, config)
     ref = load_reference()(*inputs)
     assert not out.isnan().any(), "some output element was never written"
@@ -209,6 +239,21 @@ def test_moe_reduced_sizes_match_reference(num_tokens, offset, boost, boosted, b
     # fp8 re-quantisation of h costs a few percent of elements near zero; 0.9 is the bar.
     assert ratio >= 0.93, f"matched {ratio:.3f}"
     assert_contest_match(out, ref, f"T={num_tokens}")
+
+
+def test_tokens_in_blocks_give_the_same_output_as_one_token_steps():
+    """Routing and combine several tokens per step (the large-T config) change nothing."""
+    tiles, kernel = load_starter("tiles"), load_starter()
+    inputs = make_inputs(11, hidden=256, inter=128, offset=96, local_boost=4.0, boosted=6,
+                         seed=11, device=DEVICE)
+    outs = []
+    for route_tokens, combine_tokens in ((1, 1), (4, 8)):
+        cfg = tiles.TileConfig(16, 64, 64, route_tokens=route_tokens, combine_tokens=combine_tokens)
+        out = torch.full(inputs[2].shape, float("nan"), dtype=torch.bfloat16, device=DEVICE)
+        ws = kernel.moe_forward(*inputs, out, config=cfg)
+        outs.append((out, ws.ids.sort(1).values))
+    assert torch.equal(outs[0][1], outs[1][1])
+    assert torch.equal(outs[0][0], outs[1][0])
 
 
 def test_moe_tokens_without_local_experts_get_zero():
@@ -244,3 +289,23 @@ def test_moe_real_workloads_on_gpu(num_tokens, offset):
     torch.cuda.synchronize()
     assert not out.isnan().any()
     assert_contest_match(out, ref, f"T={num_tokens}")
+    # The one-launch kernel leaves its persistent counters at zero for the next call.
+    kernel = load_starter()
+    for buf in kernel._PERSISTENT.values():
+        assert not buf.any(), "expert counts or barrier counters left non-zero"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("num_tokens", [1, 16, 80])
+def test_moe_one_launch_equals_per_phase_launches(num_tokens):
+    """The cooperative launch (grid barriers) and one launch per phase give the same output."""
+    tiles, kernel = load_starter("tiles"), load_starter()
+    inputs = make_inputs(num_tokens, offset=32, seed=num_tokens, device="cuda")
+    cfg = tiles.pick_config(num_tokens)
+    outs = []
+    for fused in (True, False):
+        out = torch.empty(inputs[2].shape, dtype=torch.bfloat16, device="cuda")
+        kernel.moe_forward(*inputs, out, config=dataclasses.replace(cfg, fused=fused))
+        outs.append(out)
+    torch.cuda.synchronize()
+    assert torch.equal(outs[0], outs[1])

@@ -2,59 +2,48 @@
 
 A gather rather than atomics in GEMM2: every output element is written once, in a fixed
 order, so the result is deterministic and the output needs no zero-fill. Memory-bound: it reads
-the pairs' bf16 rows and writes the bf16 output once.
+the pairs' rows of y (SPLIT2 parts each) and writes the bf16 output once.
 """
 
 from __future__ import annotations
 
-import torch
 import triton
 import triton.language as tl
 
-from .routing import TOP_K, Routing
-
-BLOCK_C = 1024  # hidden columns per program
+BLOCK_C = 1024  # hidden columns per item
 
 
 @triton.jit
-def _combine_kernel(
-    y_ptr, local_ptr, rank_ptr, counts_ptr, out_ptr,
-    stride_y, stride_out,
+def combine_phase(
+    pid, num_programs,
+    y_ptr, prow_ptr, counts_ptr, out_ptr, num_tokens, rows_total, stride_out,
     HIDDEN: tl.constexpr, E_LOCAL: tl.constexpr, E_PAD: tl.constexpr, TOPK: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr,
+    BLOCK_T: tl.constexpr, BLOCK_C: tl.constexpr, SPLIT: tl.constexpr,
 ):
-    token = tl.program_id(0).to(tl.int64)
-    cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-    col_ok = cols < HIDDEN
+    """Items (BLOCK_T tokens, BLOCK_C columns) = pid, pid + num_programs, ...; program 0 also
+    sets the expert counts back to zero for the next call (nothing reads them after GEMM2).
 
-    # First padded block of every expert (same layout as the GEMMs, see schedule.py).
-    experts = tl.arange(0, E_PAD)
-    counts = tl.load(counts_ptr + experts, mask=experts < E_LOCAL, other=0)
-    blocks = (counts + BLOCK_M - 1) // BLOCK_M
-    first_block = tl.cumsum(blocks, axis=0) - blocks
-
-    acc = tl.zeros([BLOCK_C], dtype=tl.float32)
-    for k in tl.static_range(TOPK):
-        local = tl.load(local_ptr + token * TOPK + k)
-        rank = tl.load(rank_ptr + token * TOPK + k)
-        start = tl.sum(tl.where(experts == local, first_block, 0), axis=0)
-        row = (start * BLOCK_M + rank).to(tl.int64)
-        is_local = (cols * 0 + local) >= 0  # a vector: the interpreter rejects scalar masks here
-        y = tl.load(y_ptr + row * stride_y + cols, mask=col_ok & is_local, other=0.0)
-        acc += y.to(tl.float32)
-    tl.store(out_ptr + token * stride_out + cols, acc.to(tl.bfloat16), mask=col_ok)
-
-
-def combine(y: torch.Tensor, routing: Routing, block_m: int, output: torch.Tensor) -> None:
-    """Write output[t] = sum over t's local choices of their rows of y (bf16)."""
-    num_tokens, hidden = output.shape
-    if output.stride(1) != 1:
-        raise ValueError("output: the hidden dimension must be contiguous")
-    grid = (num_tokens, triton.cdiv(hidden, BLOCK_C))
-    _combine_kernel[grid](
-        y, routing.local_ids, routing.ranks, routing.counts, output,
-        y.stride(0), output.stride(0),
-        HIDDEN=hidden, E_LOCAL=routing.num_local, E_PAD=triton.next_power_of_2(routing.num_local),
-        TOPK=TOP_K, BLOCK_M=block_m, BLOCK_C=BLOCK_C,
-        num_warps=4,
-    )
+    Several tokens per item keep enough bytes in flight when a few persistent programs per SM
+    cover tens of thousands of tokens.
+    """
+    c_blocks = tl.cdiv(HIDDEN, BLOCK_C)
+    t_blocks = tl.cdiv(num_tokens, BLOCK_T)
+    for item in range(pid, t_blocks * c_blocks, num_programs):
+        tokens = (item // c_blocks) * BLOCK_T + tl.arange(0, BLOCK_T)
+        live = tokens < num_tokens
+        cols = (item % c_blocks) * BLOCK_C + tl.arange(0, BLOCK_C)
+        col_ok = cols < HIDDEN
+        acc = tl.zeros([BLOCK_T, BLOCK_C], dtype=tl.float32)
+        for k in tl.static_range(TOPK):
+            prow = tl.load(prow_ptr + tokens * TOPK + k, mask=live, other=-1,
+                           cache_modifier=".cg").to(tl.int64)
+            take = (prow >= 0)[:, None] & col_ok[None, :]
+            for s in tl.static_range(SPLIT):
+                y = tl.load(y_ptr + (s * rows_total + prow)[:, None] * HIDDEN + cols[None, :],
+                            mask=take, other=0.0, cache_modifier=".cg")
+                acc += y.to(tl.float32)
+        tl.store(out_ptr + tokens[:, None] * stride_out + cols[None, :], acc.to(tl.bfloat16),
+                 mask=live[:, None] & col_ok[None, :])
+    if pid == 0:
+        experts = tl.arange(0, E_PAD)
+        tl.store(counts_ptr + experts, experts * 0, mask=experts < E_LOCAL)

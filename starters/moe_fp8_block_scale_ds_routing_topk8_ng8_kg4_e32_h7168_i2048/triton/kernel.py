@@ -1,12 +1,35 @@
-"""Entry point: FP8 block-scale MoE with DeepSeek-V3 routing, in five launches, no host sync.
+"""Entry point: FP8 block-scale MoE with DeepSeek-V3 routing, in one launch, no host sync.
 
-    route           one program per token: sigmoid, group top-2 sums, top-4 groups, top-8
-                    experts, normalised weights; appends local pairs to per-expert lists
-    gemm1_swiglu    grouped FP8 GEMM x @ W1^T over the local experts, SwiGLU and e4m3
-                    re-quantisation of h fused in the epilogue
-    gemm2_weighted  grouped FP8 GEMM h @ W2^T, times the routing weight, bf16 rows
+One persistent, cooperative launch runs the phases below, with a grid barrier between each
+two. The judge's timer counts a call from its first kernel's start to its last kernel's end, so
+every launch after the first would cost its host time (about 20-30 us a Triton launch) while
+the GPU waits; at a few tokens that was most of the call.
+
+    route           per token: sigmoid, group top-2 sums, top-4 groups, top-8 experts,
+                    normalised weights; appends local pairs to per-expert lists (routing.py)
+    gemm1           grouped FP8 GEMM x @ W1^T over the local experts, SwiGLU and e4m3
+                    re-quantisation of h in the epilogue (grouped_gemm.py)
+    reduce1         split K only: sums GEMM1's K parts, then the same epilogue
+    gemm2           grouped FP8 GEMM h @ W2^T, times the routing weight, at padded rows
     combine         per token, the sum of its (at most 8) local rows -> bf16 output
-(plus the zero-fill of the 32 per-expert counters).
+                    (combine.py); it also zeroes the expert counts for the next call
+
+Triton's CPU interpreter runs programs one after another (a grid barrier would wait forever),
+so there, and with ``TileConfig(fused=False)``, each phase is a launch of its own.
+
+Measured on one H100 under the judge's timer (the kit's CUPTI span; random routing, the
+contest's 19 token counts; benchmarks/bench_moe.py): mean 643 -> 461 us against the five-launch
+version; T=1 261 -> 72 us (that version's kernels were busy 68 us of it); T=80 451 -> 304 us;
+T=14107 2282 -> 2120 us. Every output within the contest's tolerance, 2.1-2.3% relative L2.
+
+Where the time goes, and what to try next:
+- T = 16..901 reads nearly every local expert's 44 MB of FP8 weights: about 70% of the H100's
+  HBM bandwidth (the kit's roofline floor for T=80 is about 210 us). A better weight stream
+  (TMA loads, deeper pipelines) is the remaining headroom there.
+- T of several thousand is matmul-bound at about 28% of the FP8 tensor-core peak: 128 x 256
+  tiles, TMA for the weight tiles, and a cheaper per-128-K scale promotion are the next steps.
+- T <= 16: the one or two active experts' weights are spread by split K; the phases' grid
+  barriers cost a few us each.
 
 Sizes (hidden, intermediate, local experts, experts) come from the tensors' shapes, so the
 same code runs on reduced problems; both sizes must be multiples of 128.
@@ -14,12 +37,179 @@ same code runs on reduced problems; both sizes must be multiples of 128.
 
 from __future__ import annotations
 
-import torch
+import os
+from dataclasses import dataclass
 
-from .combine import combine
-from .grouped_gemm import gemm1_swiglu, gemm2_weighted
-from .routing import route
-from .tiles import TileConfig, pick_config
+import torch
+import triton
+import triton.language as tl
+
+from .combine import BLOCK_C, combine_phase
+from .grouped_gemm import gemm1_phase, gemm2_phase, reduce1_phase
+from .routing import GROUPS_KEPT, NUM_GROUPS, TOP_K, check_num_experts, route_phase
+from .schedule import block_bound, grid_barrier
+from .tiles import SCALE_BLOCK, TileConfig, pick_config
+
+_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+# Phases, as bits of the kernel's PHASES mask.
+ROUTE, GEMM1, REDUCE1, GEMM2, COMBINE = 1, 2, 4, 8, 16
+ALL_PHASES = ROUTE | GEMM1 | REDUCE1 | GEMM2 | COMBINE
+
+
+@triton.jit
+def _moe_kernel(
+    logits_ptr, bias_ptr, x_ptr, xs_ptr, w1_ptr, w1s_ptr, w2_ptr, w2s_ptr, out_ptr,
+    ids_ptr, weights_ptr, prow_ptr, counts_ptr, lists_ptr, hq_ptr, hs_ptr, part_ptr, y_ptr,
+    sync_ptr,
+    num_tokens, rows_total, expert_offset, scaling,
+    stride_logits, stride_xt, stride_xsb, stride_xst,
+    stride_w1e, stride_w1n, stride_w1k, stride_w1se, stride_w1sn, stride_w1sk,
+    stride_w2e, stride_w2n, stride_w2k, stride_w2se, stride_w2sn, stride_w2sk,
+    stride_hq, stride_hs, stride_out,
+    NUM_EXPERTS: tl.constexpr, N_GROUPS: tl.constexpr, KEPT: tl.constexpr, TOPK: tl.constexpr,
+    HIDDEN: tl.constexpr, INTER: tl.constexpr, E_LOCAL: tl.constexpr, E_PAD: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N2: tl.constexpr,
+    BLOCK_K: tl.constexpr, BLOCK_C: tl.constexpr, ROUTE_T: tl.constexpr, COMBINE_T: tl.constexpr,
+    SPLIT1: tl.constexpr, SPLIT2: tl.constexpr, STAGES1: tl.constexpr, STAGES2: tl.constexpr,
+    PHASES: tl.constexpr, BARRIERS: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    if PHASES & 1:
+        route_phase(pid, nprog, logits_ptr, bias_ptr, ids_ptr, weights_ptr, prow_ptr,
+                    counts_ptr, lists_ptr, num_tokens, expert_offset, scaling, stride_logits,
+                    NUM_EXPERTS, N_GROUPS, KEPT, TOPK, E_LOCAL, ROUTE_T)
+    if BARRIERS:
+        grid_barrier(sync_ptr, nprog)
+    if PHASES & 2:
+        gemm1_phase(pid, nprog, x_ptr, xs_ptr, w1_ptr, w1s_ptr, counts_ptr, lists_ptr, hq_ptr,
+                    hs_ptr, part_ptr, num_tokens, rows_total,
+                    stride_xt, stride_xsb, stride_xst, stride_w1e, stride_w1n, stride_w1k,
+                    stride_w1se, stride_w1sn, stride_w1sk, stride_hq, stride_hs,
+                    HIDDEN, INTER, E_LOCAL, E_PAD, TOPK, BLOCK_M, BLOCK_H, BLOCK_K,
+                    SPLIT1, STAGES1)
+    if SPLIT1 > 1:
+        if BARRIERS:
+            grid_barrier(sync_ptr + 1, nprog)
+        if PHASES & 4:
+            reduce1_phase(pid, nprog, counts_ptr, part_ptr, hq_ptr, hs_ptr, rows_total,
+                          stride_hq, stride_hs, INTER, E_LOCAL, E_PAD, BLOCK_M, BLOCK_H, SPLIT1)
+    if BARRIERS:
+        grid_barrier(sync_ptr + 2, nprog)
+    if PHASES & 8:
+        gemm2_phase(pid, nprog, hq_ptr, hs_ptr, w2_ptr, w2s_ptr, counts_ptr, lists_ptr,
+                    weights_ptr, y_ptr, prow_ptr, num_tokens, rows_total, stride_hq, stride_hs,
+                    stride_w2e, stride_w2n, stride_w2k, stride_w2se, stride_w2sn, stride_w2sk,
+                    HIDDEN, INTER, E_LOCAL, E_PAD, BLOCK_M, BLOCK_N2, BLOCK_H, SPLIT2, STAGES2)
+    if BARRIERS:
+        grid_barrier(sync_ptr + 3, nprog)
+    if PHASES & 16:
+        combine_phase(pid, nprog, y_ptr, prow_ptr, counts_ptr, out_ptr, num_tokens,
+                      rows_total, stride_out, HIDDEN, E_LOCAL, E_PAD, TOPK, COMBINE_T, BLOCK_C,
+                      SPLIT2)
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Device buffers of one call. ``counts`` and ``sync`` persist across calls (see below)."""
+
+    ids: torch.Tensor  # [T, 8] int32: global expert ids, order of choice
+    weights: torch.Tensor  # [T, 8] f32: routing weights (normalised, times the scaling)
+    prow: torch.Tensor  # [T, 8] int32: padded row of each local pair, -1 when not local
+    counts: torch.Tensor  # [E] int32: pairs per local expert (zero between calls)
+    lists: torch.Tensor  # [E, T] int32: pair ids (token * 8 + slot) per local expert
+    hq: torch.Tensor  # [rows, I] e4m3: SwiGLU output, re-quantised
+    hs: torch.Tensor  # [rows, I / block_h] f32: its scales
+    part: torch.Tensor  # [split1, rows, 2I] f32: GEMM1's K parts (1 element when split1 = 1)
+    y: torch.Tensor  # [split2, rows, H]: weighted GEMM2 rows (bf16; f32 parts when split)
+    sync: torch.Tensor  # [4] int32: the grid barriers' counters (zero between calls)
+
+
+_PERSISTENT: dict[tuple, torch.Tensor] = {}
+
+
+def _persistent_zeros(device: torch.device, size: int, role: str) -> torch.Tensor:
+    """A zeroed int32 buffer allocated once per device; every call leaves it at zero again
+    (the counts are reset by the combine phase, the barrier counters by their last user), so
+    no call pays for a zero-fill kernel."""
+    key = (device, size, role)
+    buf = _PERSISTENT.get(key)
+    if buf is None:
+        buf = _PERSISTENT[key] = torch.zeros(size, dtype=torch.int32, device=device)
+    return buf
+
+
+def make_workspace(num_tokens: int, hidden: int, inter: int, num_local: int,
+                   config: TileConfig, device: torch.device, fused: bool) -> Workspace:
+    """Allocate one call's buffers. ``fused``: the counts are the persistent zeroed buffer, so
+    no kernel runs before the call's one launch; otherwise a fresh zeroed one."""
+    rows = block_bound(num_tokens, num_local, TOP_K, config.block_m) * config.block_m
+    pairs = (num_tokens, TOP_K)
+    i32 = dict(dtype=torch.int32, device=device)
+    f32 = dict(dtype=torch.float32, device=device)
+    part_shape = (config.split1, rows, 2 * inter) if config.split1 > 1 else (1,)
+    y_dtype = torch.bfloat16 if config.split2 == 1 else torch.float32
+    return Workspace(
+        ids=torch.empty(pairs, **i32), weights=torch.empty(pairs, **f32),
+        prow=torch.empty(pairs, **i32),
+        counts=(_persistent_zeros(device, num_local, "counts") if fused
+                else torch.zeros(num_local, **i32)),
+        lists=torch.empty((num_local, num_tokens), **i32),
+        hq=torch.empty((rows, inter), dtype=torch.float8_e4m3fn, device=device),
+        hs=torch.empty((rows, inter // config.block_h), **f32),
+        part=torch.empty(part_shape, **f32),
+        y=torch.empty((config.split2, rows, hidden), dtype=y_dtype, device=device),
+        sync=_persistent_zeros(device, 4, "sync"),
+    )
+
+
+_RESIDENT: dict[tuple, int] = {}
+
+
+def resident_per_sm(compiled, device: torch.device) -> int:
+    """Programs of a compiled kernel that fit on one SM at once (registers, shared memory,
+    threads): a cooperative launch must not exceed this times the SM count."""
+    props = torch.cuda.get_device_properties(device)
+    warps = compiled.metadata.num_warps
+    regs_per_warp = -(-compiled.n_regs * 32 // 256) * 256  # allocated per warp, 256 at a time
+    by_regs = getattr(props, "regs_per_multiprocessor", 65536) // (regs_per_warp * warps)
+    smem = compiled.metadata.shared
+    smem_sm = getattr(props, "shared_memory_per_multiprocessor", 233472)
+    by_smem = smem_sm // (smem + 1024) if smem else 32  # 1 KB a block is the driver's
+    by_threads = getattr(props, "max_threads_per_multi_processor", 2048) // (32 * warps)
+    return min(by_regs, by_smem, by_threads, 32)
+
+
+def _launch_one(args: tuple, meta: dict, config: TileConfig, dev: torch.device,
+                key: tuple) -> None:
+    """All phases in one cooperative launch of as many programs as stay resident.
+
+    The first call of a config computes the residency from the compiled kernel; should the
+    driver still refuse the grid (a cooperative launch too large is refused before anything
+    runs, and leaves the context usable), one program per SM fewer is tried and remembered.
+    """
+    if key not in _RESIDENT:
+        compiled = _moe_kernel.warmup(*args, grid=(1,), PHASES=ALL_PHASES, BARRIERS=True,
+                                      **meta, launch_cooperative_grid=True)
+        compiled._init_handles()
+        _RESIDENT[key] = min(config.programs_per_sm, resident_per_sm(compiled, dev))
+    while True:
+        per_sm = _RESIDENT[key]
+        if per_sm < 1:
+            raise RuntimeError(f"{config}: one program does not fit on an SM")
+        try:
+            _moe_kernel[(_sm_count(dev) * per_sm,)](
+                *args, PHASES=ALL_PHASES, BARRIERS=True, **meta, launch_cooperative_grid=True)
+            return
+        except RuntimeError as err:
+            if "cooperative launch" not in str(err):
+                raise
+            _RESIDENT[key] = per_sm - 1
+
+
+def _sm_count(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def moe_forward(
@@ -35,23 +225,56 @@ def moe_forward(
     routed_scaling_factor: float,
     output: torch.Tensor,
     config: TileConfig | None = None,
-) -> torch.Tensor:
-    """Same as :func:`run`, with an optional tile config (for tuning); returns ``output``."""
+    phases: int = ALL_PHASES,
+) -> Workspace:
+    """Same as :func:`run`, with an optional tile config (for tuning); returns the workspace.
+
+    ``phases`` (a mask of ROUTE, GEMM1, ...) runs only some phases, one launch each, which the
+    tests use to check the routing alone.
+    """
     num_tokens, hidden = hidden_states.shape
     num_local, two_inter, _ = gemm1_weights.shape
-    config = config or pick_config(num_tokens)
-    config.check_sizes(hidden, two_inter // 2)
+    inter = two_inter // 2
+    config = config or pick_config(num_tokens, hidden, inter)
+    config.check_sizes(hidden, inter)
+    check_num_experts(routing_logits.shape[1])
+    if output.stride(1) != 1:
+        raise ValueError("output: the hidden dimension must be contiguous")
+    dev = hidden_states.device
+    fused = dev.type == "cuda" and config.fused and phases == ALL_PHASES and not _INTERPRET
+    ws = make_workspace(num_tokens, hidden, inter, num_local, config, dev, fused)
     if num_tokens == 0:
-        return output
-    routing = route(
-        routing_logits, routing_bias, local_expert_offset, routed_scaling_factor, num_local
+        return ws
+    logits = routing_logits if routing_logits.stride(1) == 1 else routing_logits.contiguous()
+    x = hidden_states if hidden_states.stride(1) == 1 else hidden_states.contiguous()
+    args = (
+        logits, routing_bias.contiguous(), x, hidden_states_scale, gemm1_weights,
+        gemm1_weights_scale, gemm2_weights, gemm2_weights_scale, output,
+        ws.ids, ws.weights, ws.prow, ws.counts, ws.lists, ws.hq, ws.hs, ws.part, ws.y, ws.sync,
+        num_tokens, ws.hq.shape[0], int(local_expert_offset), float(routed_scaling_factor),
+        logits.stride(0), x.stride(0), *hidden_states_scale.stride(),
+        *gemm1_weights.stride(), *gemm1_weights_scale.stride(),
+        *gemm2_weights.stride(), *gemm2_weights_scale.stride(),
+        ws.hq.stride(0), ws.hs.stride(0), output.stride(0),
     )
-    hq, hs = gemm1_swiglu(
-        hidden_states, hidden_states_scale, gemm1_weights, gemm1_weights_scale, routing, config
+    meta = dict(
+        NUM_EXPERTS=routing_logits.shape[1], N_GROUPS=NUM_GROUPS, KEPT=GROUPS_KEPT, TOPK=TOP_K,
+        HIDDEN=hidden, INTER=inter, E_LOCAL=num_local, E_PAD=triton.next_power_of_2(num_local),
+        BLOCK_M=config.block_m, BLOCK_H=config.block_h, BLOCK_N2=config.block_n2,
+        BLOCK_K=SCALE_BLOCK, BLOCK_C=BLOCK_C, ROUTE_T=config.route_tokens,
+        COMBINE_T=config.combine_tokens, SPLIT1=config.split1, SPLIT2=config.split2,
+        STAGES1=config.stages1, STAGES2=config.stages2, num_warps=config.num_warps,
     )
-    y = gemm2_weighted(hq, hs, gemm2_weights, gemm2_weights_scale, routing, config)
-    combine(y, routing, config.block_m, output)
-    return output
+    if fused:
+        _launch_one(args, meta, config, dev,
+                    (dev, config, hidden, inter, num_local, routing_logits.shape[1]))
+        return ws
+    # One launch per phase: the interpreter, fused=False, or a subset of the phases.
+    grid = (4,) if dev.type != "cuda" else (_sm_count(dev) * config.programs_per_sm,)
+    for bit in (ROUTE, GEMM1, REDUCE1, GEMM2, COMBINE):
+        if phases & bit and (bit != REDUCE1 or config.split1 > 1):
+            _moe_kernel[grid](*args, PHASES=bit, BARRIERS=False, **meta)
+    return ws
 
 
 def run(

@@ -7,8 +7,11 @@ writes its weighted output there, and the combine step finds a pair's row from i
 Tiles are numbered expert-major, then by N tile, then by M block: programs that run at the same
 time work on the same expert, so that expert's weight tile is fetched from HBM once and served
 to its other M blocks from L2, while the expert's activations stay in L2 across N tiles.
-The grids are persistent (grid-stride loops over the tile count read from the device), which
+The grid is persistent (grid-stride loops over the tile count read from the device), which
 is what lets the launch size be fixed on the host without knowing the counts.
+
+Data one phase of the one-launch kernel reads was written by other programs of the same launch,
+after a grid barrier: such loads take ``cache_modifier=".cg"`` (L2, never a stale L1 line).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ def expert_table(counts_ptr, E_LOCAL: tl.constexpr, E_PAD: tl.constexpr,
                  BLOCK_M: tl.constexpr, n_tiles):
     """Per-expert counts, M blocks, and the inclusive ends of the tile and block ranges."""
     experts = tl.arange(0, E_PAD)
-    counts = tl.load(counts_ptr + experts, mask=experts < E_LOCAL, other=0)
+    counts = tl.load(counts_ptr + experts, mask=experts < E_LOCAL, other=0, cache_modifier=".cg")
     blocks = (counts + BLOCK_M - 1) // BLOCK_M
     tile_end = tl.cumsum(blocks * n_tiles, axis=0)
     block_end = tl.cumsum(blocks, axis=0)
@@ -40,6 +43,25 @@ def locate_tile(t, experts, counts, blocks, tile_end, block_end, n_tiles):
     count = tl.sum(tl.where(here, counts, 0), axis=0)
     local = t - first_tile
     return expert, count, first_block, local % n_blocks, local // n_blocks
+
+
+@triton.jit
+def grid_barrier(sync_ptr, num_programs):
+    """Wait until every program of the launch has arrived; their earlier stores are then visible.
+
+    One int32 counter per barrier, zero between calls: arrivals count it up to ``num_programs``,
+    departures on to twice that, and the last program to leave sets it back to 0 (the next call
+    cannot start before this one ends). Safe only in a cooperative launch, where all programs
+    are resident at once, so a waiting program never keeps another from starting.
+    """
+    tl.debug_barrier()  # every thread of this program has issued its stores
+    arrived = tl.atomic_add(sync_ptr, 1, sem="acq_rel") + 1
+    while arrived < num_programs:
+        arrived = tl.atomic_add(sync_ptr, 0, sem="acquire")
+    tl.debug_barrier()
+    left = tl.atomic_add(sync_ptr, 1, sem="acq_rel") + 1
+    if left == 2 * num_programs:
+        tl.atomic_xchg(sync_ptr, 0)
 
 
 @triton.jit
