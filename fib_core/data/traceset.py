@@ -1,30 +1,39 @@
 """TraceSet: one dataset in memory (definitions, solutions, workloads, traces) and its folder.
 
 Layout on disk (FlashInfer-Trace): ``definitions/**.json``, ``solutions/**.json``,
-``workloads/**.jsonl``, ``traces/**.jsonl`` (both ``traces/<author>/<op_type>/<def>.jsonl`` and
-the older ``traces/<op_type>/<def>.jsonl``), ``blob/**.safetensors``. With ``root=None`` the set
-lives in memory only and the add methods never touch disk.
+``workloads/**.jsonl``, ``traces/**.jsonl``, ``blob/**.safetensors``; where each record goes is
+in :mod:`.dataset_layout`. With ``root=None`` the set lives in memory only and the add methods
+never touch disk.
 """
 
 from __future__ import annotations
 
 import gc
-import hashlib
-import re
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fib_core.errors import SchemaError
-from fib_core.paths import DATASET_ENV, dataset_env_path
 
 from . import scoring
 from .blobs import load_blob, resolve_blob_path, save_blob
+from .dataset_layout import (
+    DATASET_FOLDERS,
+    DEFAULT_DATASET_PATH,
+    check_dataset_root,
+    dataset_files,
+    default_dataset_root,
+    definition_file,
+    solution_file,
+    trace_file,
+    traces_backup_folder,
+    workload_blob_file,
+    workload_file,
+)
 from .definition import Definition
-from .errors import DatasetError, DatasetNotFoundError, UnknownDefinitionError
+from .errors import DatasetError, UnknownDefinitionError
 from .json_io import append_jsonl, dump_json, iter_records, load_json
 from .solution import Solution
 from .trace import Trace
@@ -33,29 +42,8 @@ from .workload_checks import check_workload
 if TYPE_CHECKING:
     import torch
 
-DEFAULT_DATASET_PATH = Path("~/.cache/flashinfer_bench/dataset")
-DATASET_FOLDERS = ("definitions", "solutions", "workloads", "traces")
-
-
-def default_dataset_root() -> Path:
-    """``$FIB_DATASET_PATH`` if set, else the organizers' default cache folder."""
-    return dataset_env_path() or DEFAULT_DATASET_PATH.expanduser()
-
-
-_UNSAFE_PATH_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-_MAX_SEGMENT = 100
-
-
-def _path_segment(text: str) -> str:
-    """A string made safe as one folder name (author and solution names are free text);
-    a very long one is cut and given a digest of the whole, so it stays unique and short."""
-    cleaned = _UNSAFE_PATH_CHARS.sub("_", text).strip("._")
-    if len(cleaned) > _MAX_SEGMENT:
-        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-        cleaned = f"{cleaned[: _MAX_SEGMENT - 13]}-{digest}"
-    return cleaned or "unknown"
+# Also importable from here: the layout's default root and folder names.
+__all__ = ["DATASET_FOLDERS", "DEFAULT_DATASET_PATH", "TraceSet", "default_dataset_root"]
 
 
 @dataclass
@@ -95,19 +83,7 @@ class TraceSet:
     def from_path(cls, path: str | Path | None = None) -> TraceSet:
         """Load a dataset folder (argument, else ``$FIB_DATASET_PATH``, else the default cache)."""
         root = Path(path).expanduser() if path is not None else default_dataset_root()
-        if not root.is_dir():
-            raise DatasetNotFoundError(
-                root,
-                "dataset folder",
-                f"pass the dataset root or set {DATASET_ENV}; it holds definitions/ and workloads/",
-            )
-        if not any((root / sub).is_dir() for sub in DATASET_FOLDERS):
-            # Most likely a folder above or below the dataset root: say so rather than load nothing.
-            raise DatasetNotFoundError(
-                root,
-                "dataset folders (" + ", ".join(f"{s}/" for s in DATASET_FOLDERS) + ")",
-                "is this the dataset root? point at the folder that holds definitions/",
-            )
+        check_dataset_root(root)
         # Building ~10 objects a record makes the cyclic GC rescan the growing heap again and
         # again (about a third of the CPU time at 50,000 traces); records hold no cycles.
         gc_was_enabled = gc.isenabled()
@@ -122,7 +98,7 @@ class TraceSet:
     def _load(cls, root: Path) -> TraceSet:
         ts = cls(root=root)
         definition_files: dict[str, Path] = {}
-        for file in _files(root / "definitions", "*.json"):
+        for file in dataset_files(root / "definitions", "*.json"):
             definition = load_json(file, Definition)
             if definition.name in ts.definitions:
                 raise SchemaError(
@@ -134,15 +110,15 @@ class TraceSet:
                 )
             ts.definitions[definition.name] = definition
             definition_files[definition.name] = file
-        for file in _files(root / "solutions", "*.json"):
+        for file in dataset_files(root / "solutions", "*.json"):
             sol = load_json(file, Solution)
             ts._index_solution(sol, file)
             ts.solutions.setdefault(sol.definition, []).append(sol)
-        for file in _files(root / "workloads", "*.jsonl"):
+        for file in dataset_files(root / "workloads", "*.jsonl"):
             for lineno, trace in iter_records(file, Trace):
                 ts._check_workload(trace, file, lineno)
                 ts.workloads.setdefault(trace.definition, []).append(trace)
-        for file in _files(root / "traces", "*.jsonl"):
+        for file in dataset_files(root / "traces", "*.jsonl"):
             for _, trace in iter_records(file, Trace):
                 bucket = ts.workloads if trace.is_workload_trace() else ts.traces
                 bucket.setdefault(trace.definition, []).append(trace)
@@ -355,24 +331,14 @@ class TraceSet:
             raise DatasetError(f"definition {definition.name!r} is already in the dataset")
         self.definitions[definition.name] = definition
         if self.root is not None:
-            dump_json(
-                definition,
-                self.root / "definitions" / definition.op_type / f"{definition.name}.json",
-            )
+            dump_json(definition, definition_file(self.root, definition))
 
     def add_solution(self, solution: Solution) -> None:
         """Add a solution (written to ``solutions/<author>/<definition>/<name>.json`` when rooted)."""
         self._index_solution(solution)
         self.solutions.setdefault(solution.definition, []).append(solution)
         if self.root is not None:
-            dump_json(
-                solution,
-                self.root
-                / "solutions"
-                / _path_segment(solution.author)
-                / _path_segment(solution.definition)
-                / f"{_path_segment(solution.name)}.json",
-            )
+            dump_json(solution, solution_file(self.root, solution))
 
     def add_traces(self, traces: Iterable[Trace]) -> None:
         """Add evaluated traces; when rooted, append to ``traces/<author>/<op_type>/<def>.jsonl``."""
@@ -387,11 +353,8 @@ class TraceSet:
             self.traces.setdefault(trace.definition, []).append(trace)
             if self.root is not None:
                 sol = self.get_solution(trace.solution) if trace.solution else None
-                author = _path_segment(sol.author if sol is not None else "unknown")
-                path = (
-                    self.root / "traces" / author / definition.op_type / f"{definition.name}.jsonl"
-                )
-                buckets.setdefault(path, []).append(trace)
+                author = sol.author if sol is not None else "unknown"
+                buckets.setdefault(trace_file(self.root, author, definition), []).append(trace)
         for path, items in buckets.items():
             append_jsonl(path, items)
 
@@ -407,20 +370,14 @@ class TraceSet:
             self._check_workload(trace)
             self.workloads.setdefault(trace.definition, []).append(trace)
             if self.root is not None:
-                path = self.root / "workloads" / definition.op_type / f"{definition.name}.jsonl"
-                buckets.setdefault(path, []).append(trace)
+                buckets.setdefault(workload_file(self.root, definition), []).append(trace)
         for path, items in buckets.items():
             append_jsonl(path, items)
 
     def backup_traces(self) -> Path:
         """Move ``traces/`` aside to ``traces_bak_<time>`` and start empty; returns the backup."""
         root = self._require_root("back up traces")
-        stamp = datetime.now().strftime("%Y%m%d_%H%M%S")
-        backup = root / f"traces_bak_{stamp}"
-        n = 1
-        while backup.exists():
-            backup = root / f"traces_bak_{stamp}_{n}"
-            n += 1
+        backup = traces_backup_folder(root)
         current = root / "traces"
         if current.exists():
             shutil.move(str(current), str(backup))
@@ -437,24 +394,10 @@ class TraceSet:
     ) -> str:
         """Save tensors under ``blob/workloads/<op_type>/<def>/``; returns the root-relative path."""
         root = self._require_root("save a workload blob")
-        definition = self.get_definition(def_name)
-        rel = (
-            Path("blob")
-            / "workloads"
-            / definition.op_type
-            / def_name
-            / f"{def_name}_{_path_segment(workload_uuid)}.safetensors"
-        )
+        rel = workload_blob_file(self.get_definition(def_name), workload_uuid)
         save_blob(root / rel, tensors)
         return rel.as_posix()
 
     def get_workload_blob_tensor(self, path: str | Path) -> dict[str, torch.Tensor]:
         """Load a blob (path relative to the root, as written in workloads) to the CPU."""
         return load_blob(resolve_blob_path(self.root, path))
-
-
-def _files(folder: Path, pattern: str) -> list[Path]:
-    """Sorted files under ``folder`` (none if it is absent), so load order is reproducible."""
-    if not folder.is_dir():
-        return []
-    return sorted(p for p in folder.rglob(pattern) if p.is_file())

@@ -36,6 +36,6 @@ def replace_stored_solution(
 
 
 def _segment(text: str) -> str:
-    from fib_core.data.traceset import _path_segment
+    from fib_core.data.dataset_layout import path_segment
 
-    return _path_segment(text)
+    return path_segment(text)

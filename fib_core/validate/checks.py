@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from fib_core.data.blobs import resolve_blob_path
-from fib_core.data.traceset import _path_segment
+from fib_core.data.dataset_layout import path_segment
 from fib_core.data.workload_checks import check_workload
 from fib_core.errors import FibError, SchemaError, is_lfs_pointer
 from fib_core.validate.context import DefinitionContext
@@ -105,11 +105,11 @@ def _solution_path(rec: Record, op: str) -> list[CheckMessage]:
     parts = rec.file.split("/")
     if len(parts) not in (4, 5):
         return [warning(rec.file, "path", "expected solutions/<author>/<definition>/<name>.json",
-                        f"move it to solutions/{_path_segment(sol.author)}/{sol.definition}/"
-                        f"{_path_segment(sol.name)}.json")]
-    checks = [("author", parts[1], _path_segment(sol.author)),
+                        f"move it to solutions/{path_segment(sol.author)}/{sol.definition}/"
+                        f"{path_segment(sol.name)}.json")]
+    checks = [("author", parts[1], path_segment(sol.author)),
               ("definition", parts[-2], sol.definition),
-              ("name", Path(parts[-1]).stem, _path_segment(sol.name))]
+              ("name", Path(parts[-1]).stem, path_segment(sol.name))]
     if len(parts) == 5:
         checks.insert(1, ("op_type", parts[2], op))
     for field, found, wanted in checks:
