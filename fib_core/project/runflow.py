@@ -349,25 +349,14 @@ def execute_on_gpus(
     """Benchmark on several GPUs of this machine (``gpus``: "0,1", "1", None = every visible
     one): one process per GPU, each taking workloads from a queue they share
     (:mod:`fib_core.bench.engine.gpus`, :mod:`fib_core.bench.engine.work_queue`). One
-    GPU, or a CPU run, is :func:`execute` here (on ``trace_set`` when given)."""
+    GPU, or a CPU run, is :func:`execute` here (on ``trace_set`` when given); which of the two,
+    the engine's :func:`~fib_core.bench.engine.gpus.gpus_for_run` says."""
     from fib_core.bench.engine import gpus as gpu_plan
 
-    if request.device != "cuda":
-        if gpus is not None:
-            raise ConfigError("--gpus needs a CUDA GPU; this run is on the CPU")
-        gpu_plan.discard_prestarted()
+    ids = gpu_plan.gpus_for_run(request.device, gpus)
+    if ids is None:
         return [execute(request, on_event=on_event, trace_set=trace_set)]
-    import torch
-
-    chosen = gpu_plan.parse_gpus(gpus, torch.cuda.device_count())
-    ids = gpu_plan.physical_ids(chosen)
-    if len(chosen) == 1 and gpus is None:
-        gpu_plan.discard_prestarted()
-        return [execute(request, on_event=on_event, trace_set=trace_set)]
-    from fib_core.bench.engine.prestart import discard_early
-
-    discard_early()  # each GPU's process has its own; none started here is used
     _, trace_set = _dataset(request, trace_set)
     selection = select_for(request, trace_set, "cuda")
-    plan = gpu_plan.plan_queue(request, selection, len(chosen))
+    plan = gpu_plan.plan_queue(request, selection, len(ids))
     return gpu_plan.run_on_gpus(plan, ids, on_event=on_event, target=SHARD_TARGET)

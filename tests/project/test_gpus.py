@@ -303,6 +303,35 @@ def _prestarted(fake_target, ids=("3", "7")) -> gpus.ShardProcesses:
     return gpus._prestarted
 
 
+@pytest.mark.parametrize(
+    ("device", "choice", "counted", "ids"),
+    [
+        ("cpu", None, 0, None),  # a CPU run stays in the launcher's process
+        ("cuda", None, 1, None),  # so does one GPU that nobody named
+        ("cuda", None, 2, ["4", "5"]),  # every visible GPU, named as the parent's list names it
+        ("cuda", "1", 2, ["5"]),  # a named GPU gets a process of its own, even alone
+    ],
+)
+def test_a_run_takes_one_process_per_gpu_or_stays_in_the_launcher(
+    fake_target, monkeypatch: pytest.MonkeyPatch, device: str, choice: str | None,
+    counted: int, ids: list[str] | None,
+) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: counted)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
+    waiting = _prestarted(fake_target)
+    assert gpus.gpus_for_run(device, choice) == ids
+    if ids is None:  # the run stays here: the GPU processes started for it are stopped
+        assert gpus._prestarted is None
+        assert not any(p.is_alive() for p in waiting.procs)
+    else:  # left for run_on_gpus, which takes them if they fit
+        assert gpus._prestarted is waiting
+        gpus.discard_prestarted()
+    with pytest.raises(ConfigError, match="--gpus needs a CUDA GPU"):
+        gpus.gpus_for_run("cpu", "0")
+
+
 def test_prestarted_processes_serve_the_run_on_their_gpus(fake_target) -> None:
     waiting = _prestarted(fake_target)
     shards = run_on_gpus(_plan(["w0", "w1", "w2"]), ["3", "7"], target=fake_target)

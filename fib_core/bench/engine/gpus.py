@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from fib_core.bench.engine.gpu_processes import ShardProcesses, Target
-from fib_core.bench.engine.prestart import launch_early
+from fib_core.bench.engine.prestart import discard_early, launch_early
 from fib_core.bench.engine.work_queue import QueuePlan, queue_plan
 from fib_core.bench.evaluation.timeline import mark
 from fib_core.errors import ConfigError
@@ -69,6 +69,28 @@ def parse_gpus(text: str | None, visible: int) -> list[int]:
     if not chosen:
         raise ConfigError(f"--gpus {text!r}: name at least one GPU index, e.g. --gpus 0")
     return chosen
+
+
+def gpus_for_run(device: str | None, gpus: str | None) -> list[str] | None:
+    """The GPUs a run on ``device`` ("cuda" | "cpu") takes from ``--gpus``, one process each,
+    as their ``CUDA_VISIBLE_DEVICES`` entries (:func:`physical_ids`); None when the run stays
+    in the launcher's process (a CPU run, or one GPU that nobody named). The processes started
+    early that this run will not use are stopped here, so the launcher asks the engine once.
+
+    Example: ``gpus_for_run("cuda", "1")`` gives ``["5"]`` where ``CUDA_VISIBLE_DEVICES=4,5``."""
+    if device != "cuda":
+        if gpus is not None:
+            raise ConfigError("--gpus needs a CUDA GPU; this run is on the CPU")
+        discard_prestarted()
+        return None
+    import torch  # only a GPU run pays for it, and its launcher has imported it by now
+
+    chosen = parse_gpus(gpus, torch.cuda.device_count())
+    if len(chosen) == 1 and gpus is None:
+        discard_prestarted()
+        return None
+    discard_early()  # each GPU's process has its own; none started here is used
+    return physical_ids(chosen)
 
 
 def workload_costs(definition: str, axes_list: Sequence[dict[str, int]]) -> list[float]:
