@@ -160,6 +160,20 @@ def workload_cost(
     return model(axes, inputs)
 
 
+def workload_size(definition_name: str, axes: Mapping[str, int]) -> float:
+    """One number for how big a workload is: its cost model's bytes plus FLOPs, from the axes.
+
+    Not a time (bytes and FLOPs are added as they are), only an order: the quick subset of an
+    untagged dataset takes the smallest, and the queue several GPUs share splits its lanes by
+    it. Raises KeyError for a definition without a cost model, as :func:`workload_cost` does.
+
+    >>> workload_size("gdn_decode_qk4_v8_d128_k_last", {"batch_size": 1})
+    1972320.0
+    """
+    cost = workload_cost(definition_name, axes)
+    return float(cost.bytes + cost.flops)
+
+
 def __getattr__(name: str) -> Any:
     """``KNOWN_DEFINITIONS``: the registered definitions that have a cost model."""
     if name == "KNOWN_DEFINITIONS":

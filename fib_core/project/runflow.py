@@ -216,23 +216,16 @@ def shard_of(items: list, index: int, count: int) -> list:
 
 
 def select_for(request: RunRequest, trace_set: Any, device: str) -> list[Trace]:
-    """The request's workloads, in dataset order (see :meth:`RunRequest.uses_quick_subset`)."""
-    from fib_core.dataset.roofline import workload_cost
-
+    """The request's workloads, in dataset order (see :meth:`RunRequest.uses_quick_subset`;
+    an untagged dataset's quick subset is the smallest by the definition's roofline size)."""
     workloads = trace_set.workloads.get(request.definition, [])
     if not workloads:
         raise ConfigError(f"the dataset has no workloads for {request.definition}")
-
-    def cost(t: Trace) -> float:
-        c = workload_cost(request.definition, t.workload.axes)
-        return float(c.bytes + c.flops)
-
-    try:
-        cost(workloads[0])
-    except KeyError:  # no cost model for this definition: selection's own size proxy
-        cost = None  # type: ignore[assignment]
     return select_workloads(
-        workloads, request.filters, quick=request.uses_quick_subset(device), cost=cost
+        workloads,
+        request.filters,
+        quick=request.uses_quick_subset(device),
+        definition=request.definition,
     )
 
 

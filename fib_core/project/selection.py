@@ -10,6 +10,7 @@ Example::
 
     select_workloads(workloads, ["batch_size>=32"])        # the big decode batches
     select_workloads(workloads, None, quick=True)          # the smoke subset
+    select_workloads(workloads, None, quick=True, definition=name)  # untagged: by roofline size
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from fib_core.dataset.roofline import workload_size
 from fib_core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -69,13 +71,14 @@ def select_workloads(
     filters: Sequence[str] | None = None,
     *,
     quick: bool = False,
-    cost: Callable[[Trace], float] | None = None,
+    definition: str | None = None,
 ) -> list[Trace]:
     """The workloads that pass ``filters`` (any of them), restricted to the quick subset.
 
     The quick subset is the workloads tagged ``quick``; a dataset without tags (the organizers')
-    falls back to the :data:`QUICK_FALLBACK_COUNT` cheapest by ``cost`` (default: the product of
-    the axis values, a fair proxy for size). An empty selection is an error that says why.
+    falls back to the :data:`QUICK_FALLBACK_COUNT` smallest by :func:`_size_key`: the roofline
+    size under ``definition``'s cost model when it is named and has one, else the product of
+    the axis values. An empty selection is an error that says why.
     """
     chosen = list(workloads)
     if filters:
@@ -92,6 +95,28 @@ def select_workloads(
         if tagged:
             chosen = tagged
         else:
-            key = cost or (lambda t: math.prod(t.workload.axes.values() or [1]))
+            key = _size_key(definition, chosen)
             chosen = sorted(chosen, key=key)[:QUICK_FALLBACK_COUNT]
     return chosen
+
+
+def _size_key(definition: str | None, workloads: Sequence[Trace]) -> Callable[[Trace], float]:
+    """How the quick fallback orders ``workloads`` by size: the roofline size
+    (:func:`~fib_core.dataset.roofline.workload_size`) when ``definition`` is named and its cost
+    model sizes the first of them, else the product of the axis values, a fair proxy where
+    there is no cost model."""
+
+    def axes_product(t: Trace) -> float:
+        return math.prod(t.workload.axes.values() or [1])
+
+    if definition is None or not workloads:
+        return axes_product
+
+    def roofline(t: Trace) -> float:
+        return workload_size(definition, t.workload.axes)
+
+    try:
+        roofline(workloads[0])
+    except KeyError:  # no cost model for this definition
+        return axes_product
+    return roofline

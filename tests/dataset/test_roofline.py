@@ -15,6 +15,7 @@ from fib_core.dataset.roofline import (
     roofline_floor_ms,
     roofline_fraction,
     workload_cost,
+    workload_size,
 )
 from fib_core.dataset.workload_table import REAL_WORKLOADS, workload_rows
 
@@ -140,3 +141,14 @@ def test_every_real_workload_has_a_cost_and_floors_grow_with_size():
 def test_unknown_definition_raises_key_error():
     with pytest.raises(KeyError, match="no cost model"):
         workload_cost("not_a_definition", {})
+
+
+def test_workload_size_is_bytes_plus_flops_and_orders_by_the_axes():
+    cost = workload_cost("gdn_prefill_qk4_v8_d128_k_last", {"total_seq_len": 6, "num_seqs": 1})
+    size = workload_size("gdn_prefill_qk4_v8_d128_k_last", {"total_seq_len": 6, "num_seqs": 1})
+    assert size == float(cost.bytes + cost.flops) and size > 0
+    assert workload_size("gdn_decode_qk4_v8_d128_k_last", {"batch_size": 64}) > workload_size(
+        "gdn_decode_qk4_v8_d128_k_last", {"batch_size": 1}
+    )
+    with pytest.raises(KeyError, match="no cost model"):
+        workload_size("not_a_definition", {})

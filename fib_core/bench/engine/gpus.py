@@ -36,6 +36,7 @@ from fib_core.bench.engine.gpu_processes import ShardProcesses, Target
 from fib_core.bench.engine.prestart import discard_early, launch_early
 from fib_core.bench.engine.work_queue import QueuePlan, queue_plan
 from fib_core.bench.evaluation.timeline import mark
+from fib_core.dataset.roofline import workload_size
 from fib_core.errors import ConfigError
 
 # A workload's cost, for cutting the queue into lanes of near-equal work: a fixed part (worker
@@ -94,14 +95,10 @@ def gpus_for_run(device: str | None, gpus: str | None) -> list[str] | None:
 
 
 def workload_costs(definition: str, axes_list: Sequence[dict[str, int]]) -> list[float]:
-    """Relative cost of each workload (equal when the definition has no model)."""
-    from fib_core.dataset.roofline import workload_cost
-
+    """Relative cost of each workload, from its roofline size (equal when the definition has
+    no cost model)."""
     try:
-        sizes = []
-        for axes in axes_list:
-            cost = workload_cost(definition, axes)
-            sizes.append(float(cost.bytes + cost.flops))
+        sizes = [workload_size(definition, axes) for axes in axes_list]
     except KeyError:
         return [FIXED_SHARE] * len(axes_list)
     top = max(sizes, default=0.0) or 1.0
