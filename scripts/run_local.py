@@ -330,8 +330,9 @@ def run_definition(ready: Prepared, device: str, console: Any) -> int:
     with progress_bar(console=console) as on_event:
         shards = execute_on_gpus(request, opts.gpus, on_event=on_event, trace_set=ws.trace_set)
     wall = time.perf_counter() - started
-    code = finish(shards, ws.definition, opts, console)
-    traces, _ = merge_shards(shards)
+    merged = merge_shards(shards)  # once: the report, then --dump and --profile-harness
+    code = finish(shards, ws.definition, opts, console, merged=merged)
+    traces, _ = merged
     if opts.debug.dump is not None:
         dump_after_run(
             opts.debug.dump,

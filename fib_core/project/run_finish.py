@@ -59,9 +59,18 @@ def check_compare_file(opts: RunOptions) -> None:
 
 
 def finish(
-    shards: list[ShardResult], definition: Definition, opts: RunOptions, console: Any = None
+    shards: list[ShardResult],
+    definition: Definition,
+    opts: RunOptions,
+    console: Any = None,
+    *,
+    merged: tuple[list[Trace], ShardResult] | None = None,
 ) -> int:
-    """Print table and summary, write --json, show --compare; 0 only if every workload passed."""
+    """Print table and summary, write --json, show --compare; 0 only if every workload passed.
+
+    ``merged``: :func:`merge_shards` of ``shards``, from a caller that merged them itself
+    because it uses the traces after the report (run_local's ``--dump``), so they are merged
+    once; None merges them here."""
     # Imported here for start-up time: a launcher imports this module at its start, before it
     # starts the run's processes; the report, the baselines and rich wait for the run's end.
     from rich.console import Console
@@ -74,7 +83,7 @@ def finish(
     from fib_core.report.results import RunResults
 
     console = console or Console()
-    traces, first = merge_shards(shards)
+    traces, first = merged if merged is not None else merge_shards(shards)
     map_trace_logs(traces, opts.source_dir)
     results = RunResults.from_traces(
         traces, definition, gpu_name=first.gpu_name, author=first.author

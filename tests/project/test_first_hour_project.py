@@ -11,7 +11,7 @@ from rich.console import Console
 
 from fib_core.data.workload import Workload
 from fib_core.project.dataset_checks import DatasetCheckError, check_blobs
-from fib_core.project.run_finish import finish, run_scope
+from fib_core.project.run_finish import finish, merge_shards, run_scope
 from fib_core.project.runflow import RunOptions, ShardResult
 from fib_core.project.workspace import open_workspace
 
@@ -112,3 +112,27 @@ def test_cpu_finish_says_what_ran_and_prints_no_score(tmp_path: Path, repo_root:
     data = json.loads(out_json.read_text())
     assert data["author"] == "ada"
     assert data["rows"][0]["reference_latency_ms"] is None  # not measured, not zero
+
+
+def test_finish_reports_the_merge_its_caller_made_and_keeps_mapping_its_logs() -> None:
+    """run_local merges the shards once, for the report and for --dump after it: finish
+    reports that merge (the first shard's order), and the traces the caller keeps carry the
+    logs as the report maps them (the contestant's file, not the build copy)."""
+    from fib_core.data import TraceSet
+    from fib_core.dataset import embedded_dataset_path
+
+    definition = TraceSet.from_path(embedded_dataset_path()).definitions[
+        "gdn_decode_qk4_v8_d128_k_last"]
+    traces = [_passed_cpu_trace(f"u{i}") for i in range(3)]
+    traces[2]["evaluation"]["log"] = 'File "/tmp/fib-py-ab12/fib_solution_9f_77_1/kernel.py"'
+    first = _shard("cpu", True, 54, [traces[2], traces[0]])
+    first.order = ["u0", "u1", "u2"]
+    second = _shard("cpu", True, 54, [traces[1]])
+    merged = merge_shards([first, second])
+    buf = io.StringIO()
+    code = finish([first, second], definition, RunOptions(source_dir="solution/triton"),
+                  Console(file=buf, width=160), merged=merged)
+    assert code == 0 and "Passed: 3/3" in buf.getvalue()
+    kept, facts = merged
+    assert [t.workload.uuid for t in kept] == ["u0", "u1", "u2"] and facts is first
+    assert kept[2].evaluation.log == 'File "solution/triton/kernel.py"'
