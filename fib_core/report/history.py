@@ -16,7 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rich.markup import escape
+from rich.table import Table
+
 from fib_core.report.ledger import LedgerRecord, describe_changes
+from fib_core.report.render import readable_width
 
 
 @dataclass(frozen=True)
@@ -53,11 +57,6 @@ def history_rows(records: list[LedgerRecord], definition: str | None = None) -> 
 
 def render_history(rows: list[HistoryRow], console: Any, source: str = "runs/ledger.jsonl") -> None:
     """Print the history table (one line per run, newest last)."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    from fib_core.report.render import readable_width
-
     several = len({r.record.definition for r in rows}) > 1
     table = Table(title=f"Run history ({escape(str(source))})")
     table.add_column("#", justify="right")

@@ -28,14 +28,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from fib_core.atomic import atomic_write_text
+from fib_core.bench.cross_check import METHODS, MODEL_NOTE, NEEDS_GPU, CrossCheckRow
 from fib_core.report import plots
 from fib_core.report.baseline import contest_score
 from fib_core.report.compare import Delta, comparability_warning, compare
 from fib_core.report.formats import fmt_ms
 from fib_core.report.headline import headline, score_text
+from fib_core.report.history import history_rows
 from fib_core.report.html_assets import CSP, CSS, SCRIPT, e, table, td
 from fib_core.report.html_tables import shape_table, workload_table
 from fib_core.report.ledger import LedgerRecord
+from fib_core.report.shapes import plot_axis, shape_axes
 from fib_core.report.summary import summarize
 
 _e, _td = e, td
@@ -82,8 +86,6 @@ def write_report(
     previous: LedgerRecord | None = None,
 ) -> Path:
     """Write the page of one run (with its definition's history) atomically to ``path``."""
-    from fib_core.atomic import atomic_write_text
-
     same = [r for r in history if r.definition == record.definition]
     page = build_html([ReportSection(record, previous=previous, history=same)])
     path = Path(path)
@@ -138,8 +140,6 @@ def _section(sec: ReportSection, key: str) -> str:
 
 def _axis_note(res) -> str:
     """When several axes vary, the plots' x is one of them: say what a point gathers."""
-    from fib_core.report.shapes import plot_axis, shape_axes
-
     axis = plot_axis(res.rows)
     others = [k for k in shape_axes(res.rows) if k != axis]
     if not axis or not others:
@@ -193,7 +193,6 @@ def _history(sec: ReportSection, key: str) -> str:
         runs = [*runs, sec.record]
     if len(runs) < 2:
         return '<h3>History</h3><p class="note">the first recorded run of this definition</p>'
-    from fib_core.report.history import history_rows
 
     contest = {r.run_id: contest_score(r.results) for r in runs if r.has_score}
     by_contest = bool(contest) and all(v is not None for v in contest.values())
@@ -260,8 +259,6 @@ def _when(created: str) -> str:
 
 
 def _cross_check(rec: LedgerRecord, key: str) -> str:
-    from fib_core.bench.cross_check import METHODS, MODEL_NOTE, NEEDS_GPU, CrossCheckRow
-
     asked = bool(rec.config.get("cross_check"))
     if not rec.cross_check:
         if asked and rec.device != "cuda":

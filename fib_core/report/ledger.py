@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from fib_core.data.json_io import append_jsonl, iter_jsonl
 from fib_core.errors import FibError
 from fib_core.gitcmd import GitError
 from fib_core.gitcmd import git as run_git
@@ -239,8 +240,6 @@ def new_record(
 
 def append_record(path: str | Path, record: LedgerRecord) -> Path:
     """Append one record (crash-safe: one fsynced write, a cut line stays on its own)."""
-    from fib_core.data.json_io import append_jsonl
-
     path = Path(path)
     append_jsonl(path, [record.to_dict()])
     return path
@@ -252,8 +251,6 @@ def load_ledger(path: str | Path) -> list[LedgerRecord]:
     A line cut short by a crash is skipped with a warning; any other bad line is an error that
     names the file and line.
     """
-    from fib_core.data.json_io import iter_jsonl
-
     path = Path(path)
     if not path.is_file():
         return []

@@ -20,6 +20,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from fib_core.data.containment import link_escape
+from fib_core.data.json_io import dump_jsonl, iter_jsonl
 from fib_core.errors import FibError
 
 DATASET_FOLDERS = ("definitions", "solutions", "workloads", "traces", "blob")
@@ -64,8 +66,6 @@ def _source_root(path: Path) -> Path:
 def _dataset_files(root: Path) -> list[Path]:
     """The dataset's files; a symbolic link that leads outside ``root`` is refused, so a merge
     never copies (or publishes) a file from elsewhere on the machine."""
-    from fib_core.data.containment import link_escape
-
     files: list[Path] = []
     for sub in DATASET_FOLDERS:
         base = root / sub
@@ -110,8 +110,6 @@ def _plan(roots: list[Path], output: Path) -> tuple[list[tuple[Path, Path]], dic
 
 
 def _merge_jsonl(sources: dict[str, list[Path]], output: Path) -> tuple[int, int]:
-    from fib_core.data.json_io import dump_jsonl, iter_jsonl
-
     seen: dict[str, set[str]] = {}  # top folder -> canonical records already in the output
     existing: dict[str, list[object]] = {}
     if output.is_dir():

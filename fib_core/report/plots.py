@@ -243,6 +243,7 @@ def cross_check_svg(rows: Sequence[Any], labels: Sequence[str], salt: str) -> st
 
 
 def _figure(panels: int, height: float = _HEIGHT_IN) -> tuple[Any, list[Any]]:
+    # Imported here: matplotlib is optional (tables render without it) and takes ~0.9 s to load.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -340,6 +341,7 @@ def _x_scale(ax: Any, axis: str, xs: Sequence[float]) -> None:
 def _plain_log_ticks(axis: Any, values: Sequence[float]) -> None:
     """Log-axis ticks as plain numbers (``20``, ``0.5``, not ``2x10^1``): 1-2-5 steps over two
     decades or less, one per decade beyond; the unlabelled minor ticks stay as marks."""
+    # Imported here: matplotlib is optional (tables render without it) and takes ~0.9 s to load.
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     decades = math.log10(max(values) / min(values))
@@ -351,6 +353,7 @@ def _plain_log_ticks(axis: Any, values: Sequence[float]) -> None:
 def _legend(ax: Any, *, ncol: int | None = None, wrap: int | None = None) -> Any:
     """The panel's legend below it, centred, ``ncol`` entries a row (all of them by default),
     each label wrapped at ``wrap`` characters (None: not wrapped); None without entries."""
+    # Imported here: matplotlib is optional (tables render without it) and takes ~0.9 s to load.
     from matplotlib.transforms import offset_copy
 
     handles, labels = ax.get_legend_handles_labels()
@@ -432,7 +435,7 @@ def _time_unit(values_ms: Sequence[float]) -> tuple[str, float]:
 
 def _svg(fig: Any, salt: str) -> str:
     """The figure as an ``<svg>`` element (no XML prolog), element ids salted with ``salt``."""
-    import matplotlib
+    import matplotlib  # Imported here: optional and ~0.9 s to load, as in _figure.
 
     for ax in fig.axes:  # panels laid out first as if legends were not there: one too
         if ax.get_legend() is not None:  # wide would squeeze its panel, not be fitted to it

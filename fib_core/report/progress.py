@@ -120,6 +120,7 @@ class _Tally:
 
 def _is_solution_start(event: Any) -> bool:
     try:
+        # Imported here: the report reads events without needing the engine installed.
         from fib_core.bench.events import SolutionStarted
     except ImportError:
         return False
@@ -128,6 +129,7 @@ def _is_solution_start(event: Any) -> bool:
 
 def _is_skip(event: Any) -> bool:
     try:
+        # Imported here: the report reads events without needing the engine installed.
         from fib_core.bench.events import WorkloadSkipped
     except ImportError:  # no engine installed: nothing can be skipped
         return False

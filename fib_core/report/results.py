@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from fib_core.atomic import atomic_write_text
 from fib_core.errors import FibError
 from fib_core.report import rows as trace_rows
 from fib_core.report.roofline_view import RooflineView
@@ -186,8 +187,6 @@ class RunResults:
 
     def to_json(self, path: str | Path) -> Path:
         """Write atomically (temp file + rename): an interrupted write never leaves half a file."""
-        from fib_core.atomic import atomic_write_text
-
         path = Path(path)
         atomic_write_text(path, json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")
         return path
