@@ -58,14 +58,8 @@ def check_compare_file(opts: RunOptions) -> None:
         RunResults.from_json(opts.compare_path)
 
 
-def finish(
-    shards: list[ShardResult],
-    definition: Definition,
-    opts: RunOptions,
-    console: Any = None,
-    *,
-    merged: tuple[list[Trace], ShardResult] | None = None,
-) -> int:
+def finish(shards: list[ShardResult], definition: Definition, opts: RunOptions, console: Any = None,
+           *, merged: tuple[list[Trace], ShardResult] | None = None) -> int:
     """Print table and summary, write --json, show --compare; 0 only if every workload passed.
 
     ``merged``: :func:`merge_shards` of ``shards``, from a caller that merged them itself
