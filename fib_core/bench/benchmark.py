@@ -24,6 +24,7 @@ from typing import Any
 
 from fib_core.bench.config import BenchmarkConfig
 from fib_core.bench.engine.flow import Engine, EventFn
+from fib_core.bench.evaluation.environment import resolve_device
 from fib_core.bench.events import Log, WorkloadFinished
 from fib_core.errors import ConfigError
 
@@ -110,8 +111,6 @@ class Benchmark(Engine):
     def _evaluate_all(self, config: BenchmarkConfig | None) -> list[Any]:
         """One call with ``config`` (None: the construction's); the construction's config is
         back afterwards, so a later call without one never inherits this call's filters."""
-        from fib_core.bench.evaluation.worker import resolve_device
-
         if config is not None and not isinstance(config, BenchmarkConfig):
             raise TypeError(
                 f"Benchmark: the config is a {type(config).__name__}; pass a BenchmarkConfig, "

@@ -205,7 +205,9 @@ def resolve_device(requested: str | None) -> str:
 
     The engine's own resolution (also used by its workers), reduced to the device kind.
     """
-    from fib_core.bench.evaluation.worker import resolve_device as engine_device
+    # Imported here for start-up time: a launcher imports this module before it starts the
+    # run's processes early, and asks for the device only after.
+    from fib_core.bench.evaluation.environment import resolve_device as engine_device
 
     return engine_device(requested or "auto").split(":")[0]
 

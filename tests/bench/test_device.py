@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fib_core.bench.evaluation.worker import resolve_device
+from fib_core.bench.evaluation.environment import resolve_device
 from fib_core.errors import ConfigError
 
 

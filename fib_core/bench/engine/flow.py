@@ -28,6 +28,7 @@ from fib_core.bench.engine.prestart import take_early
 from fib_core.bench.engine.run_lock import ResumeLock, merge_stored_traces
 from fib_core.bench.engine.trace_sink import TraceSink
 from fib_core.bench.engine.traces import finished_pairs, is_finished, make_trace
+from fib_core.bench.evaluation.environment import resolve_device
 from fib_core.bench.evaluation.protocol import EvalResult, EvalTask
 from fib_core.bench.evaluation.timeline import mark
 from fib_core.bench.events import (
@@ -117,8 +118,6 @@ class Engine:
     def _device_kind(self) -> str:
         """"cuda" or "cpu": what this run measures on (resolved once)."""
         if not hasattr(self, "_kind"):
-            from fib_core.bench.evaluation.worker import resolve_device
-
             self._kind = resolve_device(self.config.device).split(":")[0]
         return self._kind
 

@@ -50,9 +50,9 @@ def open_context_early(requested: str) -> threading.Thread | None:
     For a judge, and for a worker started with ``--context-at-start``: one nothing else is
     timing beside (a run's first worker, a replacement), never a spare. The thread makes the
     driver's primary context of the requested device (``auto`` and ``cuda`` mean device 0, as
-    in :func:`resolve_device`) through the driver API, which torch then uses as its own. It
-    runs no Python import, so it cannot meet an import of the main thread halfway; the
-    environment the driver reads is settled before it starts (:func:`settle_environment`).
+    in :func:`.environment.resolve_device`) through the driver API, which torch then uses as
+    its own. It runs no Python import, so it cannot meet an import of the main thread halfway;
+    the environment the driver reads is settled before it starts (:func:`settle_environment`).
     A failure here (no GPU, no driver) is only a lost head start: :func:`settle_context`
     makes the context as before, or the device resolves to the CPU.
     """
@@ -77,7 +77,8 @@ def open_context_early(requested: str) -> threading.Thread | None:
 
 def device_index(requested: str) -> int | None:
     """The CUDA device a ``--device`` value will resolve to, if it is a GPU: ``auto`` and
-    ``cuda`` are device 0 (:func:`resolve_device`), ``cuda:N`` is N, anything else None."""
+    ``cuda`` are device 0 (:func:`.environment.resolve_device`), ``cuda:N`` is N, anything
+    else None."""
     if requested in ("auto", "cuda"):
         return 0
     kind, _, number = requested.partition(":")

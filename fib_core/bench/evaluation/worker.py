@@ -22,6 +22,7 @@ import sys
 import traceback
 from typing import Any
 
+from fib_core.bench.evaluation.environment import collect_environment, resolve_device
 from fib_core.bench.evaluation.head_start import HeadStart, settle_context, warm_triton
 from fib_core.bench.evaluation.tamper_watch import (
     ProcessState,
@@ -32,31 +33,6 @@ from fib_core.bench.evaluation.tamper_watch import (
 )
 from fib_core.bench.evaluation.timeline import mark, memory_milestone
 from fib_core.data.trace import EvaluationStatus
-
-
-def resolve_device(requested: str) -> str:
-    """'auto' -> 'cuda:0' when a GPU is visible, else 'cpu'; 'cuda' -> 'cuda:0'.
-
-    GPUs are counted as ``torch.cuda.device_count`` counts them (through NVML, where torch
-    can), not with ``is_available``, which starts the CUDA driver: 0.46 s against 0.03 s
-    with two H200s, paid by every launcher before it hands its run over, though only the
-    judge and the worker make CUDA contexts (a driver that fails then fails there, and
-    says so)."""
-    import torch
-
-    def visible() -> bool:
-        return torch.backends.cuda.is_built() and torch.cuda.device_count() > 0
-
-    if requested == "auto":
-        requested = "cuda" if visible() else "cpu"
-    if requested == "cuda":
-        if not visible():
-            from fib_core.errors import ConfigError
-
-            raise ConfigError("--device cuda was asked for, but torch sees no CUDA GPU here")
-        return "cuda:0"
-    return requested
-
 
 # The folder the process started in (the launcher's): where user modules named in
 # generator_modules live. Not on sys.path (see child_command.child_pythonpath): only those modules,
@@ -102,7 +78,6 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
     mark("worker", "torch")
     if not device.startswith("cuda"):
         os.environ["TRITON_INTERPRET"] = "1"
-    from fib_core.bench.evaluation.environment import collect_environment
     from fib_core.bench.evaluation.protocol import EvalResult
 
     ahead = ahead or HeadStart.begin(requested_device, context=False)
@@ -165,7 +140,6 @@ def serve_judge(sock: Any, requested_device: str, ahead: HeadStart | None = None
     mark("judge", "torch")
     if not device.startswith("cuda"):
         os.environ["TRITON_INTERPRET"] = "1"
-    from fib_core.bench.evaluation.environment import collect_environment
     from fib_core.bench.evaluation.evaluator import Evaluator
     from fib_core.bench.evaluation.judge import JudgeServer
 
