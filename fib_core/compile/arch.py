@@ -98,6 +98,7 @@ def arch_for_capability(major: int, minor: int) -> CudaArch:
 def detect_cuda_arch() -> list[CudaArch] | None:
     """The current GPU's target, or None when torch sees no CUDA device."""
     try:
+        # Imported here: torch is optional (takes ~3 s to load); without it there is no GPU to target.
         import torch
     except ImportError:
         return None

@@ -95,6 +95,7 @@ class Builder(ABC):
         return runnable
 
     def _build(self, definition: Any, solution: Any) -> Runnable:
+        # Imported here: fib_core.compile.build loads this module at import (cycle).
         from .build import build
 
         return build(solution, definition, self.options)

@@ -40,8 +40,10 @@ def var_axis_values(definition: Any, inputs: list[Any]) -> dict[str, int]:
 
 def allocate_outputs(definition: Any, inputs: list[Any]) -> list[Any]:
     """Empty output tensors of the definition's shapes and dtypes, on the inputs' device."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
+    # Imported here: pydantic takes ~50 ms to load, and importing this module does not need it.
     from fib_core.data.dtypes import torch_dtype
 
     device = next((t.device for t in inputs if isinstance(t, torch.Tensor)), torch.device("cpu"))

@@ -32,6 +32,7 @@ class BuilderRegistry:
 
     def build(self, defn: Any, sol: Any) -> Runnable:
         """Build ``sol`` for ``defn`` with the first builder that can; BuildError if none can."""
+        # Imported here: pydantic takes ~50 ms to load, and importing this module does not need it.
         from fib_core.data import Definition, Solution
 
         if not isinstance(defn, Definition) or not isinstance(sol, Solution):
@@ -68,9 +69,10 @@ def get_registry() -> BuilderRegistry:
     global _REGISTRY
     with _LOCK:
         if _REGISTRY is None:
+            # Imported here: each builder module loads this module at import (cycle).
             from .builders.cuda_builder import CUDABuilder
             from .builders.python_builder import PythonBuilder
-            from .builders.triton_builder import TritonBuilder
+            from .builders.triton_builder import TritonBuilder  # (the same cycle)
 
             python = PythonBuilder()
             _REGISTRY = BuilderRegistry((python, TritonBuilder(python), CUDABuilder()))

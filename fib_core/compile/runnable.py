@@ -62,6 +62,7 @@ class Runnable:
             return fn(*args, **kwargs)
         if args:
             raise TypeError(f"{self._label()}: pass the inputs all by name or all by position")
+        # Imported here: fib_core.compile.call_kwargs loads this module at import (cycle).
         from .call_kwargs import allocate_outputs, inputs_in_order
 
         inputs = inputs_in_order(self.definition, kwargs, self._label())
@@ -136,6 +137,7 @@ class Runnable:
 def _as_torch(value: Any) -> Any:
     """tvm-ffi returns its own Tensor objects; the engine compares torch tensors."""
     if type(value).__module__.startswith("tvm_ffi") and hasattr(value, "__dlpack__"):
+        # Imported here: torch takes ~3 s to load, and importing this module does not need it.
         import torch
 
         return torch.from_dlpack(value)

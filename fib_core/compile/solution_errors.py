@@ -24,6 +24,7 @@ Example::
 
 from __future__ import annotations
 
+import builtins
 import difflib
 import linecache
 import sys
@@ -91,8 +92,6 @@ def suggestion(err: BaseException, frame: Any = None) -> str:
         except Exception:
             return ""
     elif isinstance(err, NameError) and frame is not None:
-        import builtins
-
         options = [*frame.f_locals, *frame.f_globals, *dir(builtins)]
     else:
         return ""

@@ -82,6 +82,7 @@ def _check_triton_can_run(solution: Any) -> None:
     build imports the solution (the kit's own CPU runs set it for their workers)."""
     if language_of(solution) != "triton" or os.environ.get("TRITON_INTERPRET", "") not in ("", "0"):
         return
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     if not torch.cuda.is_available():

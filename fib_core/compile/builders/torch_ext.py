@@ -45,6 +45,7 @@ class TorchExtensionBuilder:
         return language_of(solution) in ("cuda", "cpp") and solution.spec.binding == "torch"
 
     def build(self, solution: Any, definition: Any, options: BuildOptions) -> Built:
+        # Imported here: torch takes ~3 s to load, and importing this module does not need it.
         import torch
 
         kind, namespace = _binding_kind(solution)
@@ -113,6 +114,7 @@ def _check_torch_cuda(torch: Any, plan: NativePlan) -> None:
             f"CUDA {torch.version.cuda}; set CUDA_HOME to a CUDA {torch.version.cuda.split('.')[0]}.x "
             'toolkit or use binding = "tvm-ffi" under [build] in config.toml'
         )
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch.utils.cpp_extension as ce
 
     if not ce.CUDA_HOME:  # computed at import, before we found the real toolkit
@@ -120,6 +122,7 @@ def _check_torch_cuda(torch: Any, plan: NativePlan) -> None:
 
 
 def _compile(solution: Any, plan: NativePlan, name: str, kind: str, tmp: Path, slot: Path) -> Any:
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     from torch.utils import cpp_extension
 
     src_root = tmp / SOURCES_DIR
@@ -144,6 +147,7 @@ def _compile(solution: Any, plan: NativePlan, name: str, kind: str, tmp: Path, s
 
 
 def _load(manifest: dict, slot: Path) -> Any:
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     library = slot / manifest["library"]
@@ -159,6 +163,7 @@ def _load(manifest: dict, slot: Path) -> Any:
 
 
 def _entry_function(module: Any, manifest: dict, solution: Any) -> Any:
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     entry_file, func = entry_parts(solution)

@@ -42,6 +42,7 @@ class TvmFfiBuilder:
 
     def build(self, solution: Any, definition: Any, options: BuildOptions) -> Built:
         try:
+            # Imported here: tvm_ffi is optional (takes ~4 s to load); only tvm-ffi builds need it.
             import tvm_ffi
             import tvm_ffi.cpp
         except ImportError:
@@ -86,6 +87,7 @@ class TvmFfiBuilder:
 
 
 def _compile(solution: Any, plan: NativePlan, module_name: str, tmp: Path, slot: Path) -> dict:
+    # Imported here: tvm_ffi is optional (only tvm-ffi builds need it) and takes ~4 s to load.
     import tvm_ffi.cpp
 
     src_root = tmp / SOURCES_DIR
