@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from safetensors import SafetensorError, safe_open
+
 from fib_core.errors import LfsPointerError, SchemaError, is_lfs_pointer
 
 from .containment import is_lexically_inside
@@ -25,6 +27,7 @@ def resolve_blob_path(root: Path | None, path: str | Path) -> Path:
     A path that climbs out of the root, or an absolute one elsewhere than under the root, is
     refused: a dataset names files inside itself, never elsewhere on the machine.
     """
+    # Imported here: fib_core.data.workload_checks loads this module at import (cycle).
     from .workload_checks import blob_path_problem
 
     p = Path(path)
@@ -62,7 +65,7 @@ def _check_blob_file(path: Path) -> None:
 def load_blob(path: Path) -> dict[str, torch.Tensor]:
     """All tensors of one safetensors file, on the CPU."""
     _check_blob_file(path)
-    from safetensors import SafetensorError
+    # Imported here: safetensors.torch loads torch (~3 s); importing this module does not need it.
     from safetensors.torch import load_file
 
     try:
@@ -75,8 +78,6 @@ def load_blob_tensor(path: Path, tensor_key: str) -> torch.Tensor:
     """One tensor of a blob, on the CPU, reading only that tensor; a missing key is named
     together with the keys the file has."""
     _check_blob_file(path)
-    from safetensors import safe_open
-
     try:
         with safe_open(str(path), framework="pt", device="cpu") as fh:
             keys = list(fh.keys())
@@ -96,6 +97,7 @@ def save_blob(path: Path, tensors: dict[str, torch.Tensor]) -> None:
     """Write tensors (moved to CPU, made contiguous) to a new safetensors file."""
     if path.exists():
         raise DatasetError(f"{path}: blob file already exists; choose another workload uuid")
+    # Imported here: safetensors.torch loads torch (~3 s); importing this module does not need it.
     from safetensors.torch import save_file
 
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -75,6 +75,7 @@ def torch_dtype(name: str) -> torch.dtype:
     """
     if name not in _DTYPE_SET:
         raise ValueError(f"unknown dtype {name!r}; expected one of {', '.join(DTYPE_NAMES)}")
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     dtype = getattr(torch, _TORCH_ATTR[name], None)
@@ -85,6 +86,7 @@ def torch_dtype(name: str) -> torch.dtype:
 
 def dtype_name(dtype: torch.dtype) -> str:
     """Map a ``torch.dtype`` back to its format name; ``ValueError`` if the format lacks it."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     for name, attr in _TORCH_ATTR.items():

@@ -22,6 +22,9 @@ that is pydantic's and works unchanged here. On top of it each model keeps the k
 
 from __future__ import annotations
 
+import ast
+import inspect
+import textwrap
 from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -141,10 +144,6 @@ def _describe_records() -> None:
 
 def _attribute_docstrings(cls: type) -> dict[str, str]:
     """``name: type`` followed by a string literal in a class body: name -> that text."""
-    import ast
-    import inspect
-    import textwrap
-
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     except (OSError, TypeError, SyntaxError):
