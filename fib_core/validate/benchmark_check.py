@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fib_core.validate.checks import error, failure, info
+from fib_core.bench import Benchmark, BenchmarkConfig
+from fib_core.data import Solution
+from fib_core.data.traceset import TraceSet
+from fib_core.project.runflow import resolve_device
+from fib_core.project.selection import select_workloads
+from fib_core.validate.checks import BASELINE_AUTHOR, error, failure, info
 from fib_core.validate.context import DefinitionContext
 from fib_core.validate.report import CheckMessage
 
@@ -25,8 +30,6 @@ def reference_solution(definition: Any) -> Any:
     >>> reference_solution(d).spec.entry_point  # doctest: +SKIP
     'reference.py::run'
     """
-    from fib_core.data import Solution
-
     return Solution.from_dict({
         "name": f"{definition.name}__reference",
         "definition": definition.name,
@@ -39,12 +42,6 @@ def reference_solution(definition: Any) -> Any:
 
 def check_benchmark(ctx: DefinitionContext, device: str = "auto") -> list[CheckMessage]:
     """Evaluate the reference and the baseline solutions of ``ctx`` on every workload."""
-    from fib_core.bench import Benchmark, BenchmarkConfig
-    from fib_core.data.traceset import TraceSet
-    from fib_core.project.runflow import resolve_device
-    from fib_core.project.selection import select_workloads
-    from fib_core.validate.checks import BASELINE_AUTHOR
-
     d = ctx.definition
     if d is None:
         return [failure(f"{ctx.name}: cannot benchmark: the definition did not load; fix the "

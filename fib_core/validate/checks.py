@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from safetensors import SafetensorError, safe_open
+
 from fib_core.data.blobs import resolve_blob_path
 from fib_core.data.dataset_layout import path_segment
 from fib_core.data.workload_checks import check_workload
@@ -252,8 +254,6 @@ def _blob_tensor(ctx: DefinitionContext, rec: Record, name: str, source: object,
 
 def blob_shapes(path: Path) -> dict[str, list[int]]:
     """Tensor key -> shape of a safetensors file, from its header alone (no tensor is read)."""
-    from safetensors import SafetensorError, safe_open
-
     try:
         with safe_open(str(path), framework="numpy") as fh:
             return {key: list(fh.get_slice(key).get_shape()) for key in fh.keys()}

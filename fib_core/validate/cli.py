@@ -10,6 +10,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from fib_core.validate.render import render_report
+from fib_core.validate.run import validate_dataset
+
 
 def _names(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
@@ -40,8 +43,6 @@ def add_render(p: argparse.ArgumentParser) -> None:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from fib_core.validate.run import validate_dataset
-
     report = validate_dataset(args.dataset, op_types=args.op_types,
                               definitions=args.definitions, checks=args.checks,
                               disable_gpu=args.disable_gpu, output_folder=args.output_folder,
@@ -50,8 +51,6 @@ def run_validate(args: argparse.Namespace) -> int:
 
 
 def run_render(args: argparse.Namespace) -> int:
-    from fib_core.validate.render import render_report
-
     text = render_report(args.report, args.output)
     if args.output is None:
         print(text)

@@ -17,6 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from fib_core.paths import dataset_env_path
+from fib_core.project.config import load_config
+from fib_core.validate.context import contexts
+from fib_core.validate.run import validate_definition
+from fib_core.validate.scan import scan
+
 FORK_CHECKS = ("layout", "definition", "workload")
 
 
@@ -24,12 +30,6 @@ def check_fork(config_path: Path, definition: str | None = None,
                echo: Callable[[str], None] = print) -> bool:
     """Validate the fork's definitions (``definition``: only that one); echo one line per
     error and a summary; False when there is an error."""
-    from fib_core.paths import dataset_env_path
-    from fib_core.project.config import load_config
-    from fib_core.validate.context import contexts
-    from fib_core.validate.run import validate_definition
-    from fib_core.validate.scan import scan
-
     cfg = load_config(config_path)
     names = [definition] if definition else list(cfg.track) or [cfg.solution.definition]
     root = dataset_env_path()

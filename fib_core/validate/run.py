@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
+from fib_core.dataset import default_dataset_path
 from fib_core.errors import ConfigError
+from fib_core.project.runflow import resolve_device
 from fib_core.validate.checks import CPU_CHECKS
 from fib_core.validate.context import DefinitionContext, contexts
 from fib_core.validate.render import render_text
@@ -83,8 +85,6 @@ def validate_dataset(
     Without a GPU, the default categories leave ``benchmark`` out (saying so); asked for by
     name, it runs on the CPU (correctness only).
     """
-    from fib_core.dataset import default_dataset_path
-
     root = Path(dataset) if dataset is not None else Path(default_dataset_path())
     if not (root / "definitions").is_dir():
         raise ConfigError(f"{root}: no definitions/ folder; pass the dataset root (the folder "
@@ -124,8 +124,6 @@ def validate_dataset(
 
 def _no_gpu(device: str) -> bool:
     """Whether the benchmark category would run on the CPU."""
-    from fib_core.project.runflow import resolve_device
-
     return resolve_device(device) == "cpu"
 
 
@@ -135,6 +133,7 @@ def validate_definition(ctx: DefinitionContext, checks: Sequence[str],
     entry = DefinitionReport()
     for category in checks:
         if category == "benchmark":
+            # Imported here: fib_core.validate.benchmark_check loads this module at import (cycle).
             from fib_core.validate.benchmark_check import check_benchmark
 
             messages = check_benchmark(ctx, device)
