@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from fib_core.atomic import atomic_write_bytes, atomic_write_text
+from fib_core.bench.integrity import ensure_key
 from fib_core.paths import cache_dir
 
 CACHE_ENV = "FIB_BASELINE_CACHE"
@@ -135,8 +136,6 @@ class BaselineCache:
 
 
 def _key() -> bytes | None:
-    from fib_core.bench.integrity import ensure_key
-
     return ensure_key()
 
 

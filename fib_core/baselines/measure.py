@@ -24,6 +24,8 @@ from typing import Any
 
 from fib_core.baselines.cache import BaselineCache
 from fib_core.baselines.catalog import baseline_for, capability_of
+from fib_core.bench import Benchmark
+from fib_core.errors import FibError
 
 # Failures that say something about the baseline on these inputs, so they are kept; the others
 # (a missing library, a build error, a timeout) are environment trouble and are tried again.
@@ -130,8 +132,6 @@ def _measure(
     on_event: Callable[[Any], None] | None,
 ) -> dict[str, dict[str, Any]]:
     """Time the baseline on ``workloads`` through the engine: uuid -> cache entry."""
-    from fib_core.bench import Benchmark
-
     settings = dataclasses.replace(
         config,
         profile_baseline=False,  # the reference's time is not needed again
@@ -166,8 +166,6 @@ def shard_baseline(
 ) -> dict[str, Any]:
     """:func:`baseline_times` as plain data for a ShardResult. A failure to measure the
     baseline (an unusable installation) becomes its reason: the solution's own figures stand."""
-    from fib_core.errors import FibError
-
     try:
         times = baseline_times(trace_set, definition, workloads, list(traces), config, on_event)
         return times.to_dict()
