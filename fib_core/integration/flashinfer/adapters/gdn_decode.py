@@ -51,6 +51,7 @@ class GDNDecodeAdapter(FunctionAdapter):
     ) -> Any:
         q, k, state = bound["q"], bound["k"], bound["state"]
         if bound.get("use_qk_l2norm", True):
+            # Imported here: torch takes ~3 s to load, and importing this module does not need it.
             import torch.nn.functional as F
 
             q = F.normalize(q.float(), dim=-1).to(q.dtype)
