@@ -19,6 +19,7 @@ functions that first need them, when a runtime starts, builds or warns.
 
 from __future__ import annotations
 
+import difflib
 import math
 import threading
 import warnings
@@ -252,8 +253,6 @@ class ApplyRuntime:
     def _warn_unknown(self, def_name: str) -> None:
         """Once per name: a name neither the dataset nor the kit's definitions know is most
         often a typo (a model calling a known definition the dataset has no traces for is not)."""
-        import difflib
-
         from fib_core.dataset import registry  # here for start-up time (module docstring)
 
         self._unknown.add(def_name)
@@ -323,6 +322,7 @@ def _call(plan: _Plan, runnable: Any, kw: Mapping[str, Any], axes: tuple | None)
 
 
 def _allocate(plan: _Plan, kw: Mapping[str, Any], axes: tuple | None) -> list[Any]:
+    # Imported here: keeps torch (~3 s to load) out of `import fib_core`.
     import torch
 
     if axes is None:
