@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fib_core.dataset import registry
+from fib_core.dataset.tracks import tracks
 from fib_core.errors import FibError
 
 
@@ -20,9 +22,6 @@ def main(argv: list[str] | None = None) -> int:
     listing.add_argument("--track", action="store_true", help="also each one's contest track")
     args = parser.parse_args(argv)
     try:
-        from fib_core.dataset import registry
-        from fib_core.dataset.tracks import tracks
-
         track_of = {name: track for track, names in tracks().items() for name in names}
         for entry in registry.entries():
             parts = [entry.name]

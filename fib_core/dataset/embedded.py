@@ -119,6 +119,7 @@ def workload_records(definition_name: str) -> list[dict[str, Any]]:
 def quick_indices(definition_name: str, count: int = QUICK_PER_DEFINITION) -> list[int]:
     """Indices of the cheapest workloads with distinct axes (by roofline floor on an H100; by
     the product of the axis values for a definition without a cost model)."""
+    # Imported here: fib_core.dataset.roofline loads this module at import (cycle).
     from fib_core.dataset.roofline import GPU_PEAKS, roofline_floor_ms
 
     entry = _entry(definition_name)
@@ -153,6 +154,7 @@ def blob_seed(workload_id: str) -> int:
 
 def blob_tensors(definition_name: str, axes: dict[str, int], workload_id: str) -> dict[str, Any]:
     """The blob tensors of one workload, generated on CPU from its seed."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     gen = torch.Generator(device="cpu")
@@ -183,6 +185,7 @@ def content_hash() -> str:
 
 def write_dataset(root: Path) -> None:
     """Write the whole embedded dataset under ``root`` (an empty or missing folder)."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     from safetensors.torch import save_file
 
     for name in definition_files():

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from fib_core.dataset import registry
 from fib_core.errors import FibError
 
 PAGE_SIZE = 64
@@ -297,7 +298,5 @@ def __getattr__(name: str) -> Any:
     The per-definition generators live in their definition folders (``generator.py``); this
     view keeps the old name working."""
     if name == "GENERATORS":
-        from fib_core.dataset import registry
-
         return {e.name: e.generator for e in registry.entries() if e.generator is not None}
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

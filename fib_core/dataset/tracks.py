@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from fib_core.dataset import registry
+
 
 def tracks() -> dict[str, tuple[str, ...]]:
     """{track: its definitions} over every registered definition."""
-    from fib_core.dataset import registry
-
     table: dict[str, list[str]] = {}
     for entry in registry.entries():
         op_type = str(entry.definition_json().get("op_type", entry.name))

@@ -22,6 +22,7 @@ BLOB_INPUTS = ("sparse_indices",)
 
 def scalars(row: dict[str, int]) -> dict[str, float]:
     """sm_scale = 1/sqrt(192), the real workloads' value."""
+    # Imported here: fib_core.dataset.generators loads torch (~3 s); this module's import does not.
     from fib_core.dataset.generators import DSA_SM_SCALE
 
     return {"sm_scale": DSA_SM_SCALE}
@@ -29,6 +30,7 @@ def scalars(row: dict[str, int]) -> dict[str, float]:
 
 def blobs(axes: dict[str, int], gen: Any) -> dict[str, Any]:
     """The selected cache rows of each token, stored as a blob like the real dataset's."""
+    # Imported here: fib_core.dataset.generators loads torch (~3 s); this module's import does not.
     from fib_core.dataset.generators import dsa_sparse_indices
 
     return {"sparse_indices": dsa_sparse_indices(axes["num_tokens"], axes["num_pages"], gen)}

@@ -36,6 +36,7 @@ def token_scores(
     page_size fp32 scales). Only the given tokens' keys are read: the checker scores the chosen
     ones, not every token a request can reach.
     """
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     num_pages, page_size = cache.shape[0], cache.shape[1]
@@ -55,6 +56,7 @@ def dsa_token_scores(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(global token ids, scores) of one request's first ``length`` reachable tokens; ids are
     page * page_size + slot (see :func:`token_scores`)."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     page_size = cache.shape[1]
@@ -72,6 +74,7 @@ def reachable(
     Vectorised over requests: the earliest table position of every page per request, then an
     id is reachable iff that position's token for its slot comes before the length.
     """
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     rows, width = table.shape
@@ -158,6 +161,7 @@ def _selections(
     outputs: dict[str, Any], reference: dict[str, Any], inputs: dict[str, Any]
 ) -> _Selections:
     """The solution's and the reference's top-k as long tensors on the solution's device."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     got = outputs["topk_indices"].long()
@@ -176,6 +180,7 @@ def _selections(
 def _validity(sel: _Selections) -> _Validity:
     """Count, reachability and duplicates of every row's choice; raises when the reference
     itself chose a token its row cannot reach (the inputs or the reference are broken)."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     k = sel.got.shape[1]
@@ -203,6 +208,7 @@ def _sorted_scores(
     ids: torch.Tensor, ok: torch.Tensor, inputs: dict[str, Any], cache: torch.Tensor
 ) -> torch.Tensor:
     """Each row's scores of the ``ok`` ids, highest first; the others score -inf (last)."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     scores = token_scores(torch.where(ok, ids, 0), inputs["q_index_fp8"], inputs["weights"],
@@ -215,6 +221,7 @@ def _scores(
 ) -> _Scores:
     """The chosen tokens' sorted scores against the reference choice's, rank by rank, under
     the organizers' element rule; only the scored rows' first ``n_want`` ranks count."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     rows, k = sel.got.shape
@@ -240,6 +247,7 @@ def _row_problems(
 ) -> tuple[list[str], int, int]:
     """(the first :data:`MAX_PROBLEMS_SHOWN` failing rows' messages, failing rows, failing
     score ranks over all rows): each row's first problem, read in one copy to the host."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     k = sel.got.shape[1]

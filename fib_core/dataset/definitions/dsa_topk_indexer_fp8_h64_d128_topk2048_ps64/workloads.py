@@ -43,6 +43,7 @@ BLOB_INPUTS = ("seq_lens", "block_table")
 
 def blobs(axes: dict[str, int], gen: Any) -> dict[str, Any]:
     """Sequence lengths and the block table that agrees with them."""
+    # Imported here: fib_core.dataset.generators loads torch (~3 s); this module's import does not.
     from fib_core.dataset.generators import indexer_seq_lens_block_table
 
     lens, table = indexer_seq_lens_block_table(

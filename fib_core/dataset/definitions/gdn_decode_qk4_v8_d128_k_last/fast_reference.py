@@ -29,6 +29,7 @@ def gdn_decode_batched(q, k, v, state, A_log, a, dt_bias, b, scale):
     Per request and v head, in fp32: S <- g S; old = k S; new = beta v + (1 - beta) old;
     S <- S - k^T old + k^T new; out = scale q S (bfloat16 at the end).
     """
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
     import torch.nn.functional as F
 

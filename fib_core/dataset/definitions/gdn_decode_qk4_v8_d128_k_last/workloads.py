@@ -20,6 +20,7 @@ ROWS = [
 
 def scalars(row: dict[str, int]) -> dict[str, float]:
     """scale = 1/sqrt(128) (assumed: the real workloads' scale is not public)."""
+    # Imported here: fib_core.dataset.generators loads torch (~3 s); this module's import does not.
     from fib_core.dataset.generators import GDN_SCALE
 
     return {"scale": GDN_SCALE}

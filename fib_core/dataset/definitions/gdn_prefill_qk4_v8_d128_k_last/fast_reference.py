@@ -36,6 +36,7 @@ def gdn_prefill_batched(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale)
     Per token and v head, in fp32: S <- g S; old = k S; new = beta v + (1 - beta) old;
     S <- S - k^T old + k^T new; out = scale q S (bfloat16). Empty sequences keep a zero state.
     """
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     total, q_heads, dim_k = q.shape
@@ -94,6 +95,7 @@ def gdn_prefill_batched(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale)
 def _token_grid(bounds, lengths, order, device):
     """(tokens, valid) [steps, seqs]: the token of (step t, sorted sequence j), and whether
     sequence j still runs at step t (``order``: the non-empty sequences, longest first)."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     longest = lengths[order[0]]
@@ -109,6 +111,7 @@ def _token_grid(bounds, lengths, order, device):
 def _starting_state(state, order, sizes, device):
     """The sorted sequences' initial states as fp32 [seqs, H, K, V] (zeros without ``state``);
     ``sizes``: (heads, key size, value size)."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     heads, dim_k, dim_v = sizes
@@ -120,6 +123,7 @@ def _starting_state(state, order, sizes, device):
 
 def _gates(A_log, a, dt_bias, b):
     """(decay, beta) [T, H] in float32, the reference's own expressions."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
     import torch.nn.functional as F
 
@@ -136,6 +140,7 @@ def _recurrence_kernel():
     global _KERNEL
     if _KERNEL is not None:
         return _KERNEL
+    # Imported here: triton takes ~0.3 s to load, and importing this module does not need it.
     import triton
     import triton.language as tl
 
@@ -185,6 +190,7 @@ def gdn_prefill_recurrent(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scal
 
         output, new_state = gdn_prefill_recurrent(q, k, v, state, A_log, a, dt_bias, b, cu, 0.0)
     """
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     if not _kernel_fits(q, k, v):

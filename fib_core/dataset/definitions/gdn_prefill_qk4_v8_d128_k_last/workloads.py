@@ -34,6 +34,7 @@ BLOB_INPUTS = ("cu_seqlens",)
 
 def scalars(row: dict[str, int]) -> dict[str, float]:
     """scale = 1/sqrt(128) (assumed: the real workloads' scale is not public)."""
+    # Imported here: fib_core.dataset.generators loads torch (~3 s); this module's import does not.
     from fib_core.dataset.generators import GDN_SCALE
 
     return {"scale": GDN_SCALE}
@@ -41,6 +42,7 @@ def scalars(row: dict[str, int]) -> dict[str, float]:
 
 def blobs(axes: dict[str, int], gen: Any) -> dict[str, Any]:
     """Sequence boundaries of varied lengths that add up to total_seq_len."""
+    # Imported here: fib_core.dataset.generators loads torch (~3 s); this module's import does not.
     from fib_core.dataset.generators import gdn_cu_seqlens
 
     return {"cu_seqlens": gdn_cu_seqlens(axes["total_seq_len"], axes["num_seqs"], gen)}

@@ -6,6 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from fib_core.dataset import registry
 from fib_core.dataset.roofline import BYTES, Cost
 
 NAME = "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048"
@@ -17,7 +18,6 @@ def routing_counts(inputs: Mapping[str, Any]) -> tuple[int, int] | None:
     needed = ("routing_logits", "routing_bias", "local_expert_offset")
     if any(inputs.get(k) is None for k in needed):
         return None
-    from fib_core.dataset import registry
 
     route = registry.get(NAME).load_reference()["_route"]
     chosen, _ = route(inputs["routing_logits"], inputs["routing_bias"], 1.0)

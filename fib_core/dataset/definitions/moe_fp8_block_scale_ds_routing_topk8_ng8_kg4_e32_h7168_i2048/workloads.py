@@ -22,6 +22,7 @@ BLOB_INPUTS = ("routing_logits", "routing_bias")
 
 def scalars(row: dict[str, int]) -> dict[str, float | int]:
     """The workload's real local_expert_offset (an extra column) and the scaling factor."""
+    # Imported here: fib_core.dataset.generators loads torch (~3 s); this module's import does not.
     from fib_core.dataset.generators import ROUTED_SCALING_FACTOR
 
     return {
@@ -32,6 +33,7 @@ def scalars(row: dict[str, int]) -> dict[str, float | int]:
 
 def blobs(axes: dict[str, int], gen: Any) -> dict[str, Any]:
     """Unbalanced routing logits and a small balancing bias."""
+    # Imported here: fib_core.dataset.generators loads torch (~3 s); this module's import does not.
     from fib_core.dataset.generators import moe_routing
 
     logits, bias = moe_routing(axes["seq_len"], 256, gen)
