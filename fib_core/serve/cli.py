@@ -9,12 +9,21 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import logging
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Any
 
+from fib_core.bench.containment.mounts import HIDE_VAR
+from fib_core.bench.settings import BY_NAME, merge
+from fib_core.dataset import default_dataset_path
 from fib_core.errors import ConfigError, FibError
+from fib_core.serve.guard import new_token
+from fib_core.serve.scheduler import Scheduler
+from fib_core.serve.service import Service, ServiceSettings
+from fib_core.serve.tasks import TaskStore
 
 TOKEN_VAR = "FIB_SERVE_TOKEN"
 # The engine settings the server takes from its command line (the organizers' flags and the
@@ -24,8 +33,6 @@ ENGINE_SETTINGS = ("warmup_runs", "iterations", "num_trials", "timeout_seconds",
 
 
 def add_serve(p: argparse.ArgumentParser) -> None:
-    from fib_core.bench.settings import BY_NAME
-
     p.add_argument("--local", "--dataset", dest="local", type=Path, metavar="PATH",
                    help="dataset folder (default: $FIB_DATASET_PATH or the embedded dataset)")
     p.add_argument("--devices", metavar="LIST",
@@ -66,6 +73,7 @@ def parse_devices(text: str | None, visible: int) -> list[tuple[str, str | None]
     >>> parse_devices(None, 2)
     [('cuda:0', '0'), ('cuda:1', '1')]
     """
+    # Imported here: fib_core.bench.engine.gpus loads pydantic (~50 ms); this module's import does not.
     from fib_core.bench.engine.gpus import physical_ids
 
     if text is None:
@@ -101,15 +109,9 @@ def run_serve(args: argparse.Namespace) -> int:
     except ImportError:
         raise FibError('serve needs its extra: pip install -e ".[serve]" (FastAPI and '
                        "uvicorn)") from None
-    import logging
 
-    from fib_core.bench.settings import merge
-    from fib_core.dataset import default_dataset_path
+    # Imported here: fastapi is optional (the serve extra) and takes ~0.45 s to load.
     from fib_core.serve.app import create_app
-    from fib_core.serve.guard import new_token
-    from fib_core.serve.scheduler import Scheduler
-    from fib_core.serve.service import Service, ServiceSettings
-    from fib_core.serve.tasks import TaskStore
 
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
     for flag, value in (("--max-queued", args.max_queued), ("--max-tasks", args.max_tasks),
@@ -150,6 +152,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def _visible_gpus() -> int:
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     return torch.cuda.device_count() if torch.backends.cuda.is_built() else 0
@@ -158,8 +161,6 @@ def _visible_gpus() -> int:
 def _hide_results(dataset: Path) -> None:
     """The dataset's solutions/ and traces/ (other tasks' code and results) are hidden from
     every worker the lanes start (:func:`fib_core.bench.containment.mounts.worker_mounts`)."""
-    from fib_core.bench.containment.mounts import HIDE_VAR
-
     folders = []
     for folder in (dataset / "solutions", dataset / "traces"):
         try:  # made now, so that what the server writes there later is hidden too
@@ -171,8 +172,6 @@ def _hide_results(dataset: Path) -> None:
 
 
 def _bind(host: str, port: int) -> Any:
-    import socket
-
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -10,9 +10,15 @@ processes do.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import traceback
 from typing import Any
+
+from fib_core.bench.containment.sandbox import die_with_parent
+from fib_core.bench.events import Log
+from fib_core.errors import FibError
+from fib_core.project.runflow import RunRequest, execute
 
 _WARNED: set[str] = set()
 
@@ -20,8 +26,6 @@ _WARNED: set[str] = set()
 def _warn_once(event: Any) -> None:
     """The engine's warnings (a sandbox step the machine refused, ...) in the server's log,
     once per lane: not the solution's business, the operator's."""
-    from fib_core.bench.events import Log
-
     if isinstance(event, Log) and event.level == "warning" and event.message.startswith(
             "sandbox:") and event.message not in _WARNED:
         _WARNED.add(event.message)
@@ -31,17 +35,12 @@ def _warn_once(event: Any) -> None:
 def lane_main(conn: Any, device_id: str | None, dataset_path: str, parent: int) -> None:
     """Serve requests from ``conn`` until it closes: ``("run", RunRequest fields)`` answered by
     ``("done", ShardResult dict)``, ``("error", one line)`` or ``("bug", traceback)``."""
-    import signal
-
-    from fib_core.bench.containment.sandbox import die_with_parent
-
     if device_id is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = device_id
     die_with_parent(parent, signal.SIGTERM)
     signal.signal(signal.SIGTERM, lambda *_: os._exit(143))
+    # Imported here: fib_core.data loads pydantic (~50 ms); this module's import does not.
     from fib_core.data import TraceSet
-    from fib_core.errors import FibError
-    from fib_core.project.runflow import RunRequest, execute
 
     trace_set = TraceSet.from_path(dataset_path)
     conn.send(("ready", None))

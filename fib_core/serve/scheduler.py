@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from fib_core.serve.lane_process import lane_main
 from fib_core.serve.tasks import Task, TaskStore
 
 log = logging.getLogger("fib_core.serve")
@@ -150,7 +151,6 @@ class Scheduler:
             return
         self._stop_process(lane)
         ours, theirs = self._context.Pipe()
-        from fib_core.serve.lane_process import lane_main
 
         process = self._context.Process(target=lane_main, daemon=True,
                                         args=(theirs, lane.device_id, self.dataset_path,

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fib_core.bench.grading import eval_settings
+from fib_core.bench.settings import merge
 from fib_core.errors import FibError, SchemaError
+from fib_core.project.runflow import RunRequest
 from fib_core.serve.tasks import Task, TaskStore
 
 log = logging.getLogger("fib_core.serve")
@@ -44,6 +47,7 @@ class Service:
     """The dataset, the tasks and the rules for both."""
 
     def __init__(self, settings: ServiceSettings, store: TaskStore) -> None:
+        # Imported here: fib_core.data loads pydantic (~50 ms); this module's import does not.
         from fib_core.data import TraceSet
 
         self.settings = settings
@@ -69,6 +73,7 @@ class Service:
     def normalize(self, raw: Any) -> Any:
         """The submitted solution, checked, named ``<name>_<first 8 of its hash>`` (the same
         code always gets the same name, as in the organizers' server)."""
+        # Imported here: fib_core.data loads pydantic (~50 ms); this module's import does not.
         from fib_core.data import Solution
 
         try:
@@ -105,12 +110,6 @@ class Service:
 
     def make_request(self, task: Task, kind: str) -> dict[str, Any]:
         """The RunRequest fields of ``task`` on a device of ``kind`` ("cuda" | "cpu")."""
-        from dataclasses import asdict
-
-        from fib_core.bench.grading import eval_settings
-        from fib_core.bench.settings import merge
-        from fib_core.project.runflow import RunRequest
-
         engine = merge(definition=eval_settings(task.definition).local_fields(),
                        cpu=kind == "cpu", flags=self.settings.flags)
         for name in ("workloads", "device"):
@@ -128,6 +127,7 @@ class Service:
 
     def finished(self, task: Task, shard: dict[str, Any]) -> list[dict[str, Any]]:
         """Keep a finished evaluation's traces; the trace dicts the task reports."""
+        # Imported here: fib_core.data loads pydantic (~50 ms); this module's import does not.
         from fib_core.data import Solution, Trace
 
         wanted = set(task.workload_uuids)
