@@ -63,6 +63,7 @@ def _bind_apply() -> None:
     function is bound eagerly, after it: ``fib.apply`` is always the decorator. Light: the
     apply package does not import torch."""
     try:
+        # Imported here: the functions are bound after the subpackage of the same name (docstring).
         from fib_core.apply import apply, disable_apply, enable_apply
     except ModuleNotFoundError as err:
         if err.name != "fib_core.apply":

@@ -106,6 +106,7 @@ class NonFiniteMasks(NamedTuple):
 
 def non_finite_masks(x: torch.Tensor, y: torch.Tensor) -> NonFiniteMasks:
     """The NaN and inf masks of ``x`` (the solution's side) against ``y`` (the reference's)."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     nan_x, nan_y = torch.isnan(x), torch.isnan(y)
@@ -123,6 +124,7 @@ def element_failures(
     under the organizers' rule, NaN/inf aware: an element fails beyond both atol and rtol, or
     when either side is NaN, or an inf is not matched by the same inf. ``masks`` (this pair's
     :func:`non_finite_masks`) saves computing them again."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     sp = masks if masks is not None else non_finite_masks(x, y)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fib_core.commands import cli as cli  # the console entry point, defined with the kit's CLI
+from fib_core.commands import main
 from fib_core.errors import FibError
 
 # Namespace attribute -> kit flag, for the value flags of ``run``.
@@ -60,8 +61,6 @@ def _local_flags(args: argparse.Namespace) -> list[str]:
 
 
 def _kit_main(argv: Sequence[str]) -> int:
-    from fib_core.commands import main
-
     return main(list(argv))
 
 
@@ -119,6 +118,7 @@ def merge_tracesets(trace_sets: Iterable[Any]) -> Any:
 
     The same definition or solution name with different content is a ``ValueError``.
     """
+    # Imported here: keeps pydantic (~50 ms to load) out of `import fib_core.cli`.
     from fib_core.data.traceset import TraceSet
 
     merged = TraceSet()
@@ -159,6 +159,7 @@ def merge_tracesets(trace_sets: Iterable[Any]) -> Any:
 
 def export_traceset(trace_set: Any, output_dir: str | Path) -> None:
     """Write ``trace_set`` as a dataset folder at ``output_dir`` (new or empty)."""
+    # Imported here: keeps pydantic (~50 ms to load) out of `import fib_core.cli`.
     from fib_core.data.traceset import TraceSet
 
     root = Path(output_dir)

@@ -19,6 +19,7 @@ line reach :class:`BenchmarkConfig`, above the CPU smoke counts when no GPU is u
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from collections.abc import Sequence
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from fib_core.errors import FibError
+from fib_core.project.cli_help import replace_stored_solution
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -68,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="folder to write (created; an existing one is merged into)",
     )
+    # Imported here: the validate and serve commands' modules load pydantic (~50 ms) and the
+    # engine, which `import fib_core.cli` does without.
     from fib_core.serve.cli import add_serve
     from fib_core.validate.cli import add_render, add_validate
 
@@ -84,6 +88,7 @@ def _add_local(p: argparse.ArgumentParser, help_text: str, required: bool = Fals
 
 
 def _add_run(p: argparse.ArgumentParser) -> None:
+    # Imported here: fib_core.bench adds ~13 ms to `import fib_core.cli`.
     from fib_core.bench.settings import CLI, add_flags
 
     _add_local(
@@ -114,6 +119,7 @@ def _add_run(p: argparse.ArgumentParser) -> None:
 
 def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """BenchmarkConfig fields for exactly the flags the user set (unset flags are None)."""
+    # Imported here: fib_core.bench adds ~13 ms to `import fib_core.cli`.
     from fib_core.bench.settings import CLI, flags_given
 
     return flags_given(args, CLI)
@@ -121,6 +127,7 @@ def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Imported here: keeps rich (~55 ms to load) out of `import fib_core.cli`.
     from rich.console import Console
 
     console = Console()
@@ -142,8 +149,6 @@ def _command(module: str, name: str) -> Any:
     """A command's runner, imported only when that command runs."""
 
     def call(args: argparse.Namespace) -> int:
-        import importlib
-
         return getattr(importlib.import_module(module), name)(args)
 
     return call
@@ -158,8 +163,11 @@ _COMMANDS = {
 
 def _run(args: argparse.Namespace, console: Any) -> int:
     logging.basicConfig(level=args.log_level, format="%(levelname)s %(name)s: %(message)s")
+    # Imported here: fib_core.bench adds ~13 ms to `import fib_core.cli`.
     from fib_core.bench.config import BenchmarkConfig
     from fib_core.bench.settings import merge
+
+    # Imported here: fib_core.project.runflow adds ~22 ms to `import fib_core.cli`.
     from fib_core.project.runflow import resolve_device
 
     flags = config_overrides(args)
@@ -167,6 +175,7 @@ def _run(args: argparse.Namespace, console: Any) -> int:
     config = BenchmarkConfig(**merge(cpu=cpu, flags=flags))
     dump = args.save_results is not False
     trace_set = load_local(args.local, persist_solutions=dump, console=console)
+    # Imported here: keeps pydantic (~50 ms to load) out of `import fib_core.cli`.
     from fib_core.bench.engine.flow import check_filters
 
     check_filters(trace_set, config, prefix="--")  # a typo'd --definitions/--solutions name
@@ -176,6 +185,7 @@ def _run(args: argparse.Namespace, console: Any) -> int:
             "run: nothing to benchmark (no solution x workload pair matches); check --local, "
             "--definitions, --solutions and --workloads"
         )
+    # Imported here: keeps pydantic (~50 ms to load) out of `import fib_core.cli`.
     from fib_core.report.render import progress_bar, render_results
     from fib_core.report.results import results_by_solution
 
@@ -215,10 +225,12 @@ def in_scope_traces(trace_set: Any, config: Any) -> list[Any]:
 
 
 def _benchmark_class() -> Any:
+    # Imported here: fib_core.bench adds ~13 ms to `import fib_core.cli`.
     import fib_core.bench as bench
 
     if hasattr(bench, "Benchmark"):
         return bench.Benchmark
+    # Imported here: keeps pydantic (~50 ms to load) out of `import fib_core.cli`.
     from fib_core.bench.engine.flow import Engine
 
     return Engine
@@ -282,11 +294,13 @@ def load_local(paths: Sequence[Path], *, persist_solutions: bool, console: Any =
     ``persist_solutions`` (results are being saved: the traces then keep pointing at a solution
     the dataset holds).
     """
+    # Imported here: keeps pydantic (~50 ms to load) out of `import fib_core.cli`.
     from fib_core.data import Solution, load_json
     from fib_core.data.traceset import TraceSet
 
     dataset_paths, solution_files = classify_local(paths)
     if not dataset_paths:
+        # Imported here: fib_core.dataset adds ~15 ms to `import fib_core.cli`.
         from fib_core.dataset import default_dataset_path
 
         dataset_paths = [Path(default_dataset_path())]
@@ -360,8 +374,6 @@ class _Merged:
         held = self._solution_names.get(sol.name)
         if held is not None:
             if held.hash() != sol.hash() and replace:
-                from fib_core.project.cli_help import replace_stored_solution
-
                 self.notes.append(
                     replace_stored_solution(
                         self.solutions, held, sol, self._solution_files.get(sol.name), source
@@ -381,6 +393,7 @@ class _Merged:
 
 
 def load_trace_set(path: Path) -> Any:
+    # Imported here: keeps pydantic (~50 ms to load) out of `import fib_core.cli`.
     from fib_core.data.traceset import TraceSet
 
     return TraceSet.from_path(path)
@@ -391,9 +404,11 @@ def _solutions_by_name(trace_set: Any) -> dict[str, Any]:
 
 
 def _report(args: argparse.Namespace, console: Any) -> int:
+    # Imported here: keeps pydantic (~50 ms to load) out of `import fib_core.cli`.
     from fib_core.report import dataset_views as views
 
     if args.report_command == "merge":
+        # Imported here: keeps pydantic (~50 ms to load) out of `import fib_core.cli`.
         from fib_core.report.merge_dirs import merge_datasets
 
         stats = merge_datasets(list(args.local), args.output)
@@ -406,6 +421,7 @@ def _report(args: argparse.Namespace, console: Any) -> int:
         )
         return EXIT_OK
     if not args.local:
+        # Imported here: fib_core.dataset adds ~15 ms to `import fib_core.cli`.
         from fib_core.dataset import default_dataset_path
 
         args.local = [Path(default_dataset_path())]

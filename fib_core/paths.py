@@ -24,6 +24,7 @@ Example::
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -91,8 +92,6 @@ def dataset_env_path() -> Path | None:
 def torch_package_dir() -> Path | None:
     """The installed torch package's folder, found without importing torch (a launcher asks
     before its own torch import); None when torch is not installed."""
-    import importlib.util
-
     try:
         spec = importlib.util.find_spec("torch")
     except (ImportError, ValueError):

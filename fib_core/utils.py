@@ -15,6 +15,7 @@ import os
 import sys
 from pathlib import Path
 
+from fib_core.bench.evaluation.environment import collect_environment
 from fib_core.data.trace import Environment
 
 __all__ = [
@@ -36,6 +37,7 @@ def torch_dtype_from_def(dtype_str: str):  # noqa: ANN201 - torch.dtype; torch l
 
 def list_cuda_devices() -> list[str]:
     """``["cuda:0", "cuda:1", ...]`` for the GPUs torch sees; ``[]`` without any."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     if not torch.cuda.is_available():
@@ -46,15 +48,11 @@ def list_cuda_devices() -> list[str]:
 def env_snapshot(device: str) -> Environment:
     """The ``Environment`` a trace records for ``device`` (hardware name, library versions),
     collected the way the benchmark worker collects it."""
-    from fib_core.bench.evaluation.environment import collect_environment
-
     return collect_environment(device).to_environment()
 
 
 def hardware_from_device(device: str) -> str:
     """The hardware name recorded in traces: the GPU's name, or a CPU description."""
-    from fib_core.bench.evaluation.environment import collect_environment
-
     return collect_environment(device).hardware
 
 
