@@ -133,4 +133,4 @@ def test_an_unwanted_nvidia_smi_is_stopped_not_waited_for(smi_path):
     started = time.monotonic()
     env = collect_environment("cpu", proc)
     assert env.device_kind == "cpu" and env.clocks == {}
-    assert time.monotonic() - started < 3 and proc.poll() is not None
+    assert time.monotonic() - started < 10 and proc.poll() is not None  # not the 30 s sleep
