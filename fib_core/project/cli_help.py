@@ -36,6 +36,7 @@ def replace_stored_solution(
 
 
 def _segment(text: str) -> str:
+    # Imported here: fib_core.data.dataset_layout loads pydantic (~50 ms); this module's import does not.
     from fib_core.data.dataset_layout import path_segment
 
     return path_segment(text)

@@ -29,6 +29,7 @@ class DatasetCheckError(FibError):
 
 def blob_paths(root: Path | None, workloads: Iterable[Any]) -> list[Path]:
     """Every safetensors file the ``workloads`` read, once each, in first-use order."""
+    # Imported here: fib_core.data.blobs loads pydantic (~50 ms); this module's import does not.
     from fib_core.data.blobs import resolve_blob_path
 
     seen: dict[Path, None] = {}

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from fib_core.bench.evaluation.compare import unravel_index
+from fib_core.errors import ConfigError
 
 TOP_DIFFERENCES = 10
 
@@ -26,6 +27,7 @@ TOP_DIFFERENCES = 10
 def tensors_only(named: dict[str, Any]) -> dict[str, Any]:
     """The tensor entries, detached, contiguous and on the CPU (what safetensors can store);
     scalars go to ``diff.txt`` instead."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     out = {}
@@ -37,6 +39,7 @@ def tensors_only(named: dict[str, Any]) -> dict[str, Any]:
 
 def largest_differences(got: Any, want: Any, k: int = TOP_DIFFERENCES) -> list[str]:
     """Up to ``k`` lines "index got expected |err|", largest error first (non-finite first)."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     if not isinstance(got, torch.Tensor) or not isinstance(want, torch.Tensor):
@@ -65,8 +68,6 @@ def largest_differences(got: Any, want: Any, k: int = TOP_DIFFERENCES) -> list[s
 def check_dump_folder(folder: Path) -> None:
     """``--dump DIR`` read before the run: a file in its place, or a folder that cannot be
     made, must not cost a finished benchmark."""
-    from fib_core.errors import ConfigError
-
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"--dump {folder}: is a file; pass a folder (it is made if missing)")
     try:
@@ -78,6 +79,7 @@ def check_dump_folder(folder: Path) -> None:
 
 def write_dump(folder: Path, call: Any) -> Path:
     """Write one workload's tensors and ``diff.txt`` into ``folder`` (created)."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     from safetensors.torch import save_file
 
     folder.mkdir(parents=True, exist_ok=True)

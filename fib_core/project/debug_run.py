@@ -25,7 +25,14 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from fib_core.bench.config import BenchmarkConfig
+from fib_core.bench.evaluation.check import check_outputs, poison_
+from fib_core.bench.evaluation.reference import clone_args, reference_outputs
+from fib_core.bench.evaluation.tolerance import resolve_tolerance
+from fib_core.compile import BuildOptions, build
 from fib_core.errors import ConfigError
+from fib_core.project.runflow import build_settings, resolve_device
+from fib_core.project.selection import select_workloads
 
 # The NVTX range around the solution's call: Nsight Compute profiles only kernels inside it.
 NVTX_RANGE = "fib_solution"
@@ -43,8 +50,6 @@ class OneCall:
 
 def pick_workload(trace_set: Any, definition: str, filters: list[str] | None, quick: bool) -> Any:
     """The one workload a debugging flag works on: the first the filters (or --quick) select."""
-    from fib_core.project.selection import select_workloads
-
     records = trace_set.workloads.get(definition, [])
     chosen = select_workloads(records, filters, quick=quick or not filters)
     if not chosen:
@@ -64,12 +69,8 @@ def run_once(
     nvtx: bool = False,
 ) -> OneCall:
     """Build, make input set 0, run the reference and the solution once, check the outputs."""
-    from fib_core.bench.config import BenchmarkConfig
-    from fib_core.bench.evaluation.check import check_outputs, poison_
+    # Imported here: fib_core.bench.evaluation.inputs loads pydantic (~50 ms); this module's import does not.
     from fib_core.bench.evaluation.inputs import generate_inputs
-    from fib_core.bench.evaluation.reference import clone_args, reference_outputs
-    from fib_core.bench.evaluation.tolerance import resolve_tolerance
-    from fib_core.compile import build
 
     runnable = build(solution, definition, build_options)
     inputs = generate_inputs(
@@ -81,6 +82,7 @@ def run_once(
     outputs = _new_outputs(definition, workload, device, poison_) if runnable.dps else None
     args = clone_args(inputs)
     if nvtx:
+        # Imported here: torch takes ~3 s to load, and importing this module does not need it.
         import torch
 
         torch.cuda.synchronize()
@@ -90,6 +92,7 @@ def run_once(
         torch.cuda.synchronize()
         torch.cuda.nvtx.range_pop()
     elif device.startswith("cuda"):
+        # Imported here: torch takes ~3 s to load, and importing this module does not need it.
         import torch
 
         torch.cuda.synchronize()
@@ -104,8 +107,10 @@ def run_once(
 
 
 def _new_outputs(definition: Any, workload: Any, device: str, poison: Any) -> list:
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
+    # Imported here: fib_core.data.dtypes loads pydantic (~50 ms); this module's import does not.
     from fib_core.data.dtypes import torch_dtype
 
     shapes = definition.output_shapes(dict(workload.axes))
@@ -122,9 +127,6 @@ def _new_outputs(definition: Any, workload: Any, device: str, poison: Any) -> li
 
 def run_workspace_once(ws: Any, workload: Any, *, device: str, nvtx: bool = False) -> OneCall:
     """:func:`run_once` for the fork's packed solution, with config.toml's seed and build flags."""
-    from fib_core.compile import BuildOptions
-    from fib_core.project.runflow import build_settings
-
     return run_once(
         ws.definition,
         ws.pack(),
@@ -145,7 +147,7 @@ def verdict_line(workload: Any, call: OneCall) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """The child entry of --ncu / --sanitize: one workload's call, its verdict on stdout."""
-    from fib_core.project.runflow import resolve_device
+    # Imported here: fib_core.project.workspace loads pydantic (~50 ms); this module's import does not.
     from fib_core.project.workspace import open_workspace
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

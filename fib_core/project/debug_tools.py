@@ -26,11 +26,20 @@ import os
 import shutil
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
+from fib_core.compile.solution_errors import note_solution_error
+from fib_core.compile.source_map import map_solution_paths
 from fib_core.errors import ConfigError
-from fib_core.project.sanitizer import TOOLS
+from fib_core.paths import kit_root
+from fib_core.project.debug_dump import dump_uuids, write_dump
+from fib_core.project.debug_run import pick_workload, run_workspace_once, verdict_line
+from fib_core.project.entry import display_path
+from fib_core.project.ncu import import_command, parse_sections, profile_command, summarize_raw_csv
+from fib_core.project.runflow import resolve_device
+from fib_core.project.sanitizer import TOOLS, error_count, parse_findings, sanitizer_command
 
 PROFILE_DIR = Path("runs") / "profiles"
 TOOL_TIMEOUT_S = 1800
@@ -86,8 +95,6 @@ def one_workload_mode(
     config_path: Path,
 ) -> int | None:
     """Run the one-workload flag if one was given (its exit status), else None."""
-    from fib_core.project.debug_run import pick_workload
-
     mode = requested_one_workload(a)
     if mode is None:
         return None
@@ -123,8 +130,6 @@ def child_command(config_path: Path, uuid: str, *, nvtx: bool) -> list[str]:
 def child_env() -> dict[str, str]:
     """This environment, with the kit's folder first on PYTHONPATH: the child imports the same
     fib_core as this process, installed or not."""
-    from fib_core.paths import kit_root
-
     # The current folder after the kit, where `python -m` would have put it first (-P).
     paths = [str(kit_root()), os.getcwd(),
              *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
@@ -132,9 +137,6 @@ def child_env() -> dict[str, str]:
 
 
 def _inline(ws: Any, workload: Any, device: str | None, console: Any) -> int:
-    from fib_core.project.debug_run import run_workspace_once, verdict_line
-    from fib_core.project.runflow import resolve_device
-
     kind = resolve_device(device)
     _interpret_triton_on_cpu(kind)
     console.print(
@@ -155,11 +157,6 @@ def solution_traceback(err: BaseException, source_dir: str) -> str:
     """``err``'s whole traceback (its causes too) with the build copy's paths mapped to
     ``source_dir`` (``solution/triton/kernel.py``, not the private temporary copy), ending
     with the note that names the solution's line and Python's hint."""
-    import traceback
-
-    from fib_core.compile.solution_errors import note_solution_error
-    from fib_core.compile.source_map import map_solution_paths
-
     note_solution_error(err)
     text = "".join(traceback.format_exception(type(err), err, err.__traceback__))
     return map_solution_paths(text.rstrip(), source_dir)
@@ -176,13 +173,6 @@ def _require_gpu_tool(binary: str, what: str) -> str:
 
 
 def _ncu(workload: Any, child: list[str], sections_text: str, console: Any) -> int:
-    from fib_core.project.ncu import (
-        import_command,
-        parse_sections,
-        profile_command,
-        summarize_raw_csv,
-    )
-
     sections = parse_sections(sections_text)
     binary = _require_gpu_tool("ncu", "--ncu")
     PROFILE_DIR.mkdir(parents=True, exist_ok=True)
@@ -213,8 +203,6 @@ def _ncu(workload: Any, child: list[str], sections_text: str, console: Any) -> i
 
 
 def _sanitize(workload: Any, child: list[str], tool: str, source_dir: str, console: Any) -> int:
-    from fib_core.project.sanitizer import error_count, parse_findings, sanitizer_command
-
     binary = _require_gpu_tool("compute-sanitizer", "--sanitize")
     cmd = sanitizer_command(child, tool, binary=binary)
     console.print("running: " + " ".join(cmd), highlight=False, soft_wrap=True)
@@ -249,9 +237,6 @@ def dump_after_run(
     """``--dump``: call the failed (or chosen) workloads again here and write their tensors."""
     if folder is None:
         return
-    from fib_core.project.debug_dump import dump_uuids, write_dump
-    from fib_core.project.debug_run import run_workspace_once
-    from fib_core.project.runflow import resolve_device
 
     uuids = dump_uuids(traces, chosen)
     if not uuids:
@@ -284,8 +269,6 @@ def _interpret_triton_on_cpu(kind: str) -> None:
 
 
 def _display(path: Path) -> str:
-    from fib_core.project.entry import display_path
-
     return display_path(path)
 
 

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fib_core.errors import ConfigError
 from fib_core.project.debug_run import NVTX_RANGE
 
 DEFAULT_SECTIONS = ("SpeedOfLight", "Occupancy", "MemoryWorkloadAnalysis", "WarpStateStats")
@@ -43,8 +44,6 @@ def parse_sections(text: str | None) -> tuple[str, ...]:
     names = tuple(s.strip() for s in text.split(",") if s.strip())
     for name in names:
         if not re.fullmatch(r"[A-Za-z0-9_]+", name):
-            from fib_core.errors import ConfigError
-
             raise ConfigError(
                 f"--ncu {text}: section {name!r} is not a section name; use names such as "
                 f"{','.join(DEFAULT_SECTIONS)} (`ncu --list-sections` lists them)"

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath, PurePosixPath
 from typing import TYPE_CHECKING
 
+from fib_core.compile.signature import check_signature
+from fib_core.data import Solution
 from fib_core.data.containment import link_escape
 from fib_core.errors import ConfigError
 
@@ -116,8 +118,6 @@ def collect_sources(source_dir: Path) -> list[tuple[str, str]]:
 
 def pack_solution(cfg: KitConfig, definition: Definition | None = None) -> Solution:
     """Build the Solution for ``cfg``; checks the signature when ``definition`` is given."""
-    from fib_core.data import Solution
-
     sources = collect_sources(cfg.source_dir)
     by_path = dict(sources)
     entry_file = cfg.build.entry_file
@@ -182,7 +182,6 @@ def check_entry_function(cfg: KitConfig, source: str, definition: Definition | N
         )
     if definition is None or func.args.vararg is not None:
         return
-    from fib_core.compile.signature import check_signature
 
     params = [a.arg for a in func.args.posonlyargs + func.args.args]
     required = params[: len(params) - len(func.args.defaults)]

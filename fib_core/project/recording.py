@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fib_core.report.html import write_report
 from fib_core.report.ledger import (
     LEDGER_RELPATH,
     LedgerRecord,
@@ -135,8 +136,6 @@ class RunRecording:
                     f"run {record.run_id} recorded in {self.ledger_path}", highlight=False
                 )
         if self.html_path is not None:
-            from fib_core.report.html import write_report
-
             try:
                 write_report(
                     self.html_path, record, history=[*history, record], previous=self.compared_with

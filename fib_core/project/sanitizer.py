@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 
 from fib_core.compile.source_map import map_solution_paths
+from fib_core.errors import ConfigError
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 PREFIX = "========="
@@ -36,8 +37,6 @@ def sanitizer_command(
 ) -> list[str]:
     """The command that runs ``child`` under ``tool`` (errors make it exit non-zero)."""
     if tool not in TOOLS:
-        from fib_core.errors import ConfigError
-
         raise ConfigError(f"--sanitize {tool}: expected one of {', '.join(TOOLS)}")
     return [
         binary,

@@ -57,6 +57,7 @@ def correctness_rows(traces: list[Any]) -> list[tuple[str, ...]]:
 def print_correctness_view(traces: list[Any], console: Any, *, strict: bool = False) -> list[str]:
     """Print the view (nothing when no workload has the figures); with ``strict``, the
     workloads the strict check fails. Returns the uuids of those (always [] without strict)."""
+    # Imported here: rich takes ~55 ms to load, and importing this module does not need it.
     from rich import box
     from rich.table import Table
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fib_core.errors import ConfigError
+from fib_core.project.config import closest
 
 if TYPE_CHECKING:
     from fib_core.data import Solution
@@ -300,8 +301,6 @@ class AuditSettings:
 
 def audit_settings(path: Path, data: dict[str, Any]) -> AuditSettings:
     """Validate the ``[audit]`` table of parsed ``config.toml`` data (absent: defaults)."""
-    from fib_core.project.config import closest
-
     table = data.get("audit") or {}
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [audit] must be a table")

@@ -29,7 +29,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fib_core.bench.containment.source_audit import audit_solution
+from fib_core.bench.grading import eval_settings
+from fib_core.dataset.tracks import track_of_definition
 from fib_core.errors import ConfigError
+from fib_core.project import runflow
+from fib_core.project.config import load_config
+from fib_core.project.entry import display_path
+from fib_core.project.runflow import RunOptions, execute_on_gpus, make_request
+from fib_core.project.submission_audit import ERROR, Finding, audit_settings, audit_submission
+from fib_core.project.tagging import (
+    create_tag,
+    next_tag,
+    push_command,
+    repo_root,
+    submission_commit,
+    uncommitted,
+)
+from fib_core.project.track import definition_config, read_toml
 
 if TYPE_CHECKING:
     from fib_core.data import Solution
@@ -97,11 +114,9 @@ def submit(
     evaluate: Evaluate | None = None,
 ) -> int:
     """Run the submission steps; 0 when tagged (or a clean dry run), 1 when refused."""
+    # Imported here: rich takes ~55 ms to load, and importing this module does not need it.
     from rich.console import Console
     from rich.markup import escape
-
-    from fib_core.project.config import load_config
-    from fib_core.project.tagging import repo_root, uncommitted
 
     console = console or Console()
     evaluate = evaluate or evaluate_definition
@@ -142,15 +157,10 @@ def check_definition(
     evaluate: Evaluate,
 ) -> DefinitionPlan:
     """Pack, audit and find or make the passing run of one definition."""
+    # Imported here: rich takes ~55 ms to load, and importing this module does not need it.
     from rich.markup import escape
 
-    from fib_core.project.submission_audit import (
-        ERROR,
-        Finding,
-        audit_settings,
-        audit_submission,
-    )
-    from fib_core.project.track import read_toml
+    # Imported here: fib_core.project.workspace loads pydantic (~50 ms); this module's import does not.
     from fib_core.project.workspace import open_workspace
 
     ws = open_workspace(config_path, definition)
@@ -168,16 +178,14 @@ def check_definition(
     for finding in plan.findings:
         style = "red" if finding.severity == ERROR else "yellow"
         console.print(f"  [{style}]{escape(str(finding))}[/]", highlight=False)
-    from fib_core.bench.containment.source_audit import audit_solution
 
     for suspect in audit_solution(plan.solution):  # the harness-tampering audit: shown only
         console.print(f"  [yellow]{escape(f'warning: {suspect} [tampering]')}[/]", highlight=False)
     if plan.errors:
         plan.refusal = AUDIT_REFUSAL
         return plan
-    from fib_core.project.runflow import resolve_device
 
-    smoke = resolve_device(None) == "cpu"
+    smoke = runflow.resolve_device(None) == "cpu"  # looked up per call: tests stand in a GPU
     if not options.rerun:
         plan.evidence = ledger_evidence(ws, plan.solution)
         if plan.evidence is None and smoke and options.allow_smoke:
@@ -222,7 +230,7 @@ def ledger_evidence(ws: Workspace, solution: Solution) -> Evidence | None:
     It must be on a GPU, of the same solution hash, over every workload of the definition in
     the dataset (no filter, not the quick subset), with the contest's engine settings.
     """
-    from fib_core.bench.grading import eval_settings
+    # Imported here: fib_core.report.ledger loads pydantic (~50 ms); this module's import does not.
     from fib_core.report.ledger import LEDGER_RELPATH, load_ledger
     from fib_core.report.summary import summarize
 
@@ -256,9 +264,11 @@ def smoke_ledger_evidence(ws: Workspace, solution: Solution) -> Evidence | None:
     """A passing CPU smoke run of this exact solution in the ledger, made with the settings
     the smoke check would use now (a plain ``run_local.py`` or ``--quick`` run on this CPU),
     or None: ``--allow-smoke`` then needs no second minute-long run."""
+    # Imported here: fib_core.project.recording loads pydantic (~50 ms); this module's import does not.
     from fib_core.project.recording import run_config
-    from fib_core.project.runflow import RunOptions, make_request
     from fib_core.report.ledger import LEDGER_RELPATH, load_ledger
+
+    # Imported here: fib_core.report.summary loads pydantic (~50 ms); this module's import does not.
     from fib_core.report.summary import summarize
 
     name = ws.definition.name
@@ -288,10 +298,11 @@ def evaluate_definition(ws: Workspace, solution: Solution, smoke: bool, console:
     """Run the definition now: the organizers' settings on a GPU (``run_local.py --contest``'s
     path, spread over every visible GPU, recorded in the ledger), or the CPU smoke check when
     ``smoke``."""
-    from fib_core.project.entry import display_path
+    # Imported here: fib_core.project.recording loads pydantic (~50 ms); this module's import does not.
     from fib_core.project.recording import RunRecording
     from fib_core.project.run_finish import finish
-    from fib_core.project.runflow import RunOptions, execute_on_gpus, make_request
+
+    # Imported here: fib_core.report.render loads pydantic (~50 ms); this module's import does not.
     from fib_core.report.render import progress_bar
     from fib_core.report.summary import summarize
 
@@ -317,8 +328,6 @@ def show_plan(
 ) -> None:
     """What will be tagged, definition by definition, and (``whole``: every definition of the
     fork was checked) the track score when every one has GPU figures."""
-    from fib_core.project.tagging import next_tag
-
     console.print("\n[bold]submission plan[/]")
     for p in plans:
         warn = len(p.findings) - len(p.errors)
@@ -338,7 +347,7 @@ def show_plan(
         for label, text in rows:
             console.print(f"    {label:<9} {text}", highlight=False, soft_wrap=True)
     if whole and plans and all(p.evidence and p.evidence.score is not None for p in plans):
-        from fib_core.dataset.tracks import track_of_definition
+        # Imported here: fib_core.project.track_score loads pydantic (~50 ms); this module's import does not.
         from fib_core.project.track_score import track_score
 
         track = track_of_definition(plans[0].definition)
@@ -352,9 +361,6 @@ def show_plan(
 
 def make_tags(config_path: Path, plans: list[DefinitionPlan], console: Any) -> int:
     """Write each definition's commit and tag; print what was made and the push command."""
-    from fib_core.project.tagging import create_tag, next_tag, push_command, submission_commit
-    from fib_core.project.track import definition_config
-
     root = Path(config_path).resolve().parent
     for p in plans:
         cfg = definition_config(config_path, p.definition)

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fib_core.atomic import atomic_write_text
-from fib_core.dataset.tracks import TRACKS, track_of
+from fib_core.dataset.tracks import TRACKS, track_of, track_of_definition
 from fib_core.errors import ConfigError
 from fib_core.project.config import SCHEMA, closest, load_config
 from fib_core.project.template import config_values, render_config, written_build
+from fib_core.project.track import read_toml, render_track
 
 STARTER_FILE = "starter.toml"
 
@@ -183,9 +184,6 @@ def add_definition(root: Path, definition: str, language: str | None = None) -> 
     ``solution/<definition>/<language>/`` and gets its ``[track.<definition>]`` table. Only
     definitions of the fork's own track can be added.
     """
-    from fib_core.dataset.tracks import track_of_definition
-    from fib_core.project.track import read_toml, render_track
-
     root = Path(root)
     starters = available_starters(root)
     definition = _resolve_definition(root, definition, starters)

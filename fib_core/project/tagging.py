@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from fib_core.errors import ConfigError
 from fib_core.gitcmd import GitError, git
+from fib_core.project.track import single_definition_text
 
 if TYPE_CHECKING:
     from fib_core.project.config import KitConfig
@@ -84,7 +85,6 @@ def submission_commit(root: Path, cfg: KitConfig, message: str | None = None) ->
     head = git(root, "rev-parse", "HEAD")
     if not cfg.track:
         return head
-    from fib_core.project.track import single_definition_text
 
     definition, language = cfg.solution.definition, cfg.build.language
     source = f"solution/{definition}/{language}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import asdict
 from typing import Any
 
 from fib_core.project.config import SCHEMA, KitConfig
@@ -28,6 +29,7 @@ def toml_value(v: Any) -> str:
     if isinstance(v, list):
         return "[" + ", ".join(toml_value(x) for x in v) + "]"
     try:
+        # Imported here: tomli_w is optional (absent on a bare GPU image).
         import tomli_w
     except ImportError:  # a bare GPU image: the scalar forms config.toml uses, written here
         return _plain_value(v)
@@ -92,8 +94,6 @@ def written_build(build: dict[str, Any]) -> dict[str, Any]:
 
 def config_values(cfg: KitConfig) -> dict[str, dict[str, Any]]:
     """The values of a loaded config, in the shape :func:`render_config` takes."""
-    from dataclasses import asdict
-
     return {
         "solution": asdict(cfg.solution),
         "build": asdict(cfg.build),

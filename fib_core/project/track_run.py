@@ -22,7 +22,7 @@ from typing import Any
 from fib_core.dataset.tracks import track_of_definition
 from fib_core.errors import ConfigError
 from fib_core.project.track import track_definitions
-from fib_core.project.track_score import TrackScore, track_score
+from fib_core.project.track_score import TrackScore, contest_track_lines, track_score
 
 
 def selected_definitions(
@@ -59,6 +59,7 @@ def score_track(results: Mapping[str, Any]) -> TrackScore | None:
     A CPU smoke run measures no speedup, so it has no score: None then, never a 0 that would
     read as a failure.
     """
+    # Imported here: fib_core.report.summary loads rich (~55 ms); this module's import does not.
     from fib_core.report.summary import summarize
 
     if not results:
@@ -82,7 +83,6 @@ def print_track_summary(results: Mapping[str, Any], codes: Mapping[str, int], co
         return
     for line in ts.lines():
         console.print(line, highlight=False)
-    from fib_core.project.track_score import contest_track_lines
 
     contest = {name: r.contest for name, r in results.items()}
     for line in contest_track_lines(ts.track, contest):

@@ -18,8 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fib_core.data import TraceSet
+from fib_core.data.errors import DatasetNotFoundError
+from fib_core.dataset import default_dataset_path
 from fib_core.project.config import KitConfig, check_definition_exists, load_config
+from fib_core.project.dataset_checks import name_dataset_variable
 from fib_core.project.pack import pack_solution
+from fib_core.project.track import definition_config
 
 if TYPE_CHECKING:
     from fib_core.data import Definition, Solution, TraceSet
@@ -43,8 +48,6 @@ class Workspace:
 
 def resolve_dataset() -> tuple[Path, bool]:
     """``$FIB_DATASET_PATH`` if set, else the embedded default dataset (materialised once)."""
-    from fib_core.dataset import default_dataset_path
-
     return default_dataset_path(), not os.environ.get("FIB_DATASET_PATH")
 
 
@@ -55,11 +58,6 @@ def open_workspace(
 
     ``definition``: one definition of a fork holding a whole track (``[track]`` in
     config.toml, see :mod:`fib_core.project.track`); None is the default one."""
-    from fib_core.data import TraceSet
-    from fib_core.data.errors import DatasetNotFoundError
-    from fib_core.project.dataset_checks import name_dataset_variable
-    from fib_core.project.track import definition_config
-
     cfg = definition_config(config_path, definition) if definition else load_config(config_path)
     path, embedded = resolve_dataset()
     try:
