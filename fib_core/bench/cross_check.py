@@ -32,11 +32,24 @@ Example (what ``run_local.py --cross-check`` measures, per workload; the table i
 
 from __future__ import annotations
 
+import concurrent.futures
+import multiprocessing
 import statistics
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from fib_core.bench.evaluation.timer_methods import profiler_session
+from fib_core.bench.evaluation.timers import (
+    L2Flusher,
+    available_methods,
+    cupti_unavailable_reason,
+    measure,
+)
+from fib_core.compile import BuildOptions
+from fib_core.compile.build import build as build_solution
 
 METHODS = ("profiler", "cupti", "events", "graph")
 SPAN_METHODS = ("profiler", "cupti")
@@ -201,8 +214,6 @@ def cross_check_shard(
         return [], [NEEDS_GPU]
     if not workload_traces:
         return [], []
-    import concurrent.futures
-    import multiprocessing
 
     settings = dict(request.engine)
     job = {
@@ -229,11 +240,7 @@ def cross_check_shard(
 
 def run_cross_check(job: dict[str, Any]) -> list[dict[str, Any]]:
     """Child-process body: build once, then time every workload with every method."""
-    import warnings
-
-    from fib_core.bench.evaluation.timers import L2Flusher
-    from fib_core.compile import BuildOptions
-    from fib_core.compile.build import build as build_solution
+    # Imported here: fib_core.data loads pydantic (~50 ms); this module's import does not.
     from fib_core.data import Solution, TraceSet
     from fib_core.data.workload import Workload
 
@@ -273,8 +280,10 @@ def _check_workload(runnable, definition, workload, job, flusher) -> CrossCheckR
 def _solution_call(runnable, definition, workload, job) -> Callable[[int], None]:
     """The solution called on the workload's inputs (made once, on the GPU), writing into
     outputs allocated once when it takes them (destination passing)."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
+    # Imported here: fib_core.bench.evaluation.inputs loads pydantic (~50 ms); this module's import does not.
     from fib_core.bench.evaluation.inputs import generate_inputs
     from fib_core.data.dtypes import torch_dtype
 
@@ -301,12 +310,6 @@ def _time_with_each_timer(row: CrossCheckRow, call: Callable[[int], None], job: 
                           flusher: Any) -> None:
     """Time ``call`` with the profiler, CUPTI and CUDA events into ``row.latencies_ms``; a
     timer that is missing, fails or falls back to another is named in ``row.unavailable``."""
-    from fib_core.bench.evaluation.timers import (
-        available_methods,
-        cupti_unavailable_reason,
-        measure,
-    )
-
     def prepare(_i: int) -> None:
         return None
 
@@ -344,6 +347,7 @@ def time_graph_replay(call, flusher, warmup: int, iterations: int) -> float:
     difference of their median replay times, divided by the pairs, is the call's device time
     with cold caches and no host launch in it (the host submits each graph once).
     """
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     side = torch.cuda.Stream()
@@ -372,6 +376,7 @@ def time_graph_replay(call, flusher, warmup: int, iterations: int) -> float:
 
 
 def _median_replay_ms(graph, replays: int) -> float:
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     begin = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
@@ -391,9 +396,8 @@ def profile_call(call, repeats: int = 3) -> tuple[int | None, float | None]:
     Kernels, copies and memsets all count; caches stay warm between the calls, so the busy
     time is a lower bound of what a cold call keeps the GPU busy.
     """
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
-
-    from fib_core.bench.evaluation.timer_methods import profiler_session
 
     try:
         torch.cuda.synchronize()

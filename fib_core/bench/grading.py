@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from fib_core.bench.settings import SETTINGS, by_key, from_keys
+from fib_core.dataset import registry
 from fib_core.errors import ConfigError
 
 # The keys a definition's file may set: the settings table's per-definition rows.
@@ -124,7 +125,6 @@ def eval_settings(definition_name: str, folder: Path | None = None) -> EvalSetti
     is given, else the ``eval.toml`` of its definition folder."""
     if folder is not None:
         return _load(definition_name, str(Path(folder) / f"{definition_name}.toml"))
-    from fib_core.dataset import registry
 
     entry = registry.get(definition_name)
     if entry is None:

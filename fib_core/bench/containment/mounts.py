@@ -16,12 +16,16 @@ have left that link in the home folder to have the next run open its target.
 from __future__ import annotations
 
 import os
+import site
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fib_core.bench.integrity import ensure_key, key_dir
 from fib_core.errors import ConfigError
+from fib_core.paths import CACHE_ENV, PROFILE_ENV, cache_dir, kit_root
 
 # Folders (os.pathsep-separated) hidden from workers besides the signing key: a service that
 # keeps several users' solutions and results in the dataset (``fib_core serve``) sets it.
@@ -81,9 +85,6 @@ def worker_mounts(dataset_root: Any) -> Mounts:
     signing key hidden. ConfigError for a folder a worker must write that *is* a protected
     one, or is reached through a symbolic link into one (such a link may have been left by an
     earlier solution, to have its target opened)."""
-    from fib_core.bench.integrity import ensure_key, key_dir
-    from fib_core.paths import cache_dir
-
     cache = cache_dir()
     keys = key_dir(cache)
     ensure_key(cache)
@@ -118,11 +119,6 @@ def protected_folders(dataset_root: Any) -> list[Path]:
     processes import from (the Python environment, the base interpreter's prefix, the per-user
     site-packages, the folders on ``PYTHONPATH``), each unless it is the home folder or holds it
     (or is the root)."""
-    import site
-    import sys
-
-    from fib_core.paths import cache_dir
-
     home = Path(os.path.expanduser("~")).resolve()
     refs = cache_dir() / "reference"
     found: list[Path] = []
@@ -157,8 +153,6 @@ def _worker_scratch(cache: Path) -> list[tuple[str, Path]]:
     """(setting, folder) a worker writes to: the build cache, the system's temporary folder
     (its own temporary folder and log are made there), Triton's cache as Triton finds it, and a
     profile folder when the harness is being measured."""
-    from fib_core.paths import CACHE_ENV, PROFILE_ENV
-
     found = [(f"the cache folder (${CACHE_ENV})", cache),
              ("the temporary folder ($TMPDIR)", Path(tempfile.gettempdir()))]
     triton = os.environ.get("TRITON_CACHE_DIR", "").strip()
@@ -181,8 +175,6 @@ def fork_root() -> Path | None:
     >>> fork_root() is None or (fork_root() / "fib_core").is_dir()
     True
     """
-    from fib_core.paths import kit_root
-
     root = kit_root()
     home = Path(os.path.expanduser("~")).resolve()
     if _inside(home, root) or root.name in ("site-packages", "dist-packages"):
@@ -193,7 +185,5 @@ def fork_root() -> Path | None:
 def kit_code_folders() -> list[Path]:
     """The kit's own code a run executes: the ``fib_core`` package and its ``scripts/``
     folder. Example: ``kit_code_folders()[0].name == "fib_core"``."""
-    from fib_core.paths import kit_root
-
     root = kit_root()
     return [f for f in (root / "fib_core", root / "scripts") if f.is_dir()]

@@ -10,17 +10,31 @@ GPUs, and collects their results; what a run's GPUs are, and when these processe
 
 from __future__ import annotations
 
+import importlib
+import multiprocessing
 import os
+import pickle
 import queue as queue_module
+import signal
+import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from multiprocessing.connection import wait as wait_for_readers
 from typing import Any, NoReturn
 
+from fib_core.bench.containment.sandbox import die_with_parent
 from fib_core.bench.engine.prestart import discard_early, environment_print, launch_early
 from fib_core.bench.engine.work_queue import QueuePlan, QueueTaker, WorkQueue
 from fib_core.bench.evaluation.timeline import mark
+from fib_core.bench.events import (
+    SolutionStarted,
+    WorkloadFinished,
+    WorkloadSkipped,
+    WorkloadStarted,
+)
 from fib_core.errors import FibError
+from fib_core.paths import remove_private_dirs
 
 # What a GPU's process runs: "module:function" (a real run: its judge and worker start first,
 # then the function is imported), or a module-level function (nothing starts early: tests).
@@ -41,8 +55,6 @@ class ShardProcesses:
 
     def __init__(self, device_ids: Sequence[str], device: str, dataset_root: str | None,
                  target: Target) -> None:
-        import multiprocessing
-
         ctx = multiprocessing.get_context("spawn")
         self.device_ids = list(device_ids)
         self.target = target
@@ -107,8 +119,6 @@ class ShardProcesses:
 
     def run(self, plan: QueuePlan, on_event: Callable[[Any], None] | None) -> list[Any]:
         """Fill the queue, hand each child its request; the ShardResults, in shard order."""
-        import pickle
-
         # Pickled here: a request that cannot be sent fails now, not in a queue's thread
         # (which would only print it and leave the children waiting).
         try:
@@ -169,8 +179,6 @@ class ShardProcesses:
         """Stop the children. Those that never got a request are stopped at once (they stop
         their judge and worker first); those that did are waited for, ``timeout`` seconds in
         all, then killed."""
-        import time
-
         if not self.served:
             for proc in self.procs:
                 if proc.is_alive():
@@ -190,8 +198,6 @@ def _child(device_id: str, queue: QueueTaker, report: Any, inbox: Any, device: s
     execution; events and the outcome go to the parent (``parent``) through ``report``. SIGTERM (the parent's ``close``, or the
     parent's death) ends it at once: its judge and worker are killed (those of a run it was
     serving die with it) and its folders removed."""
-    import pickle
-
     role = f"gpu{device_id}"
     mark(role, "start")
     _bind_to_gpu(device_id, report, parent)
@@ -228,11 +234,6 @@ def _bind_to_gpu(device_id: str, report: Any, parent: int) -> None:
     """Make this process the GPU's: SIGTERM ends it at once (its early judge and worker and
     its private folders go with it), ``CUDA_VISIBLE_DEVICES`` names that GPU alone, and the
     parent's death sends it SIGTERM."""
-    import signal
-
-    from fib_core.bench.containment.sandbox import die_with_parent
-    from fib_core.paths import remove_private_dirs
-
     def leave(signum: int, frame: Any) -> None:
         # Not an exception: one raised inside an import can be swallowed by the module
         # being imported (seen while torch loads), and the process would go on.
@@ -251,10 +252,6 @@ def _bind_to_gpu(device_id: str, report: Any, parent: int) -> None:
 
 def _leave_after_report(report: Any) -> NoReturn:
     """End the process once its result is sent."""
-    import sys
-
-    from fib_core.paths import remove_private_dirs
-
     # Done: its judge and worker are closed. Leave without the interpreter's teardown
     # (torch's, about half a second the launcher would wait for); the result is out.
     report.close()
@@ -281,8 +278,6 @@ def preload_engine() -> None:
 
 def _named(target: str) -> Callable[..., Any]:
     """The function ``"module:function"`` names, imported (a GPU process's run)."""
-    import importlib
-
     module, _, name = target.partition(":")
     return getattr(importlib.import_module(module), name)
 
@@ -304,13 +299,6 @@ def _numbered(on_event: Callable[[Any], None] | None) -> Callable[[Any], None]:
     """``on_event`` for the children's events, numbered across GPUs: each GPU counts its own
     workloads and announces the whole queue, so the run starts once and its workloads count
     1..N in the order they start and end, as on one GPU."""
-    from fib_core.bench.events import (
-        SolutionStarted,
-        WorkloadFinished,
-        WorkloadSkipped,
-        WorkloadStarted,
-    )
-
     counts = {"started": 0, "ended": 0, "announced": 0}
 
     def forward(event: Any) -> None:

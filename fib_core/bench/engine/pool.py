@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from fib_core.bench.containment.mounts import Mounts
 from fib_core.bench.containment.sandbox import TOKEN_VAR, kill_tagged
 from fib_core.bench.engine.child_command import child_command, child_pythonpath
+from fib_core.bench.evaluation import exchange
 from fib_core.bench.evaluation.exchange import ArenaHandle
 from fib_core.bench.evaluation.logs import clip_text, read_bounded
 from fib_core.bench.evaluation.protocol import EvalResult, EvalTask
@@ -46,7 +47,9 @@ from fib_core.bench.evaluation.wire import (
     read_frame,
     send_object,
 )
+from fib_core.bench.integrity import key_dir
 from fib_core.data.trace import EvaluationStatus
+from fib_core.paths import private_temp_dir
 
 TAIL_LINES = 30
 STARTUP_TIMEOUT_S = 180.0
@@ -120,8 +123,6 @@ class WorkerHandle:
         env[TOKEN_VAR] = self.token
         env["TMPDIR"] = str(self.tmp_dir)
         if self.role == "judge":
-            from fib_core.bench.integrity import key_dir
-
             triton_home = key_dir() / "triton"
             env["TRITON_HOME"] = str(triton_home)
             env["TRITON_CACHE_DIR"] = str(triton_home / "cache")
@@ -219,8 +220,6 @@ class WorkerHandle:
         ``needed`` bytes, unless the current one is big enough. Outputs of unknown size, a
         system without sealed memfds, or a buffer that cannot be made keep sending bytes
         (fib_core.bench.evaluation.exchange): the worker is then told it has no buffer."""
-        from fib_core.bench.evaluation import exchange
-
         if needed is None or not exchange.supported() or self.conn is None:
             return
         if self.arena is not None and self.arena.slot_bytes >= needed:
@@ -444,6 +443,4 @@ def trusted_checks() -> bool:
 def default_log_dir() -> Path:
     """A private folder for worker logs (kept until the Benchmark closes, or the process
     exits: a Benchmark never closed leaves nothing behind)."""
-    from fib_core.paths import private_temp_dir
-
     return private_temp_dir("fib-bench-logs-")

@@ -8,12 +8,14 @@ sandbox paths, checking mode, cache folder); the rest are killed at exit.
 
 from __future__ import annotations
 
+import atexit
 import shutil
 from pathlib import Path
 
-from fib_core.bench.containment.mounts import Mounts
+from fib_core.bench.containment.mounts import Mounts, worker_mounts
 from fib_core.bench.engine.judge_process import JudgeHandle
 from fib_core.bench.engine.pool import WorkerHandle, default_log_dir, trusted_checks
+from fib_core.paths import cache_dir
 
 _EARLY: list[WorkerHandle] = []
 _EARLY_DIRS: list[Path] = []
@@ -32,8 +34,6 @@ def launch_early(device: str, dataset_root: str | Path | None) -> None:
 
     Example: ``launch_early("auto", "/path/to/dataset")`` at the top of a launcher's main.
     """
-    from fib_core.bench.containment.mounts import worker_mounts
-
     mounts = worker_mounts(dataset_root)
     trusted = trusted_checks()
     if _early_standing(device, mounts, trusted):
@@ -53,8 +53,6 @@ def launch_early(device: str, dataset_root: str | Path | None) -> None:
             continue
         _EARLY.append(handle)
     if len(_EARLY_DIRS) == 1:
-        import atexit
-
         atexit.register(discard_early, True)
 
 
@@ -106,8 +104,6 @@ def take_early(role: str, device: str, mounts: Mounts | None = None,
 def environment_print() -> str:
     """What a process started ahead of its run took from the environment: the cache folder
     (its judge signs with that folder's key, its worker's sandbox protects that folder)."""
-    from fib_core.paths import cache_dir
-
     return str(cache_dir().resolve())
 
 

@@ -27,6 +27,7 @@ except ImportError:  # pragma: no cover - Windows: no lock, as before
 
 
 def _segment(text: str) -> str:
+    # Imported here: fib_core.data.dataset_layout loads pydantic (~50 ms); this module's import does not.
     from fib_core.data.dataset_layout import path_segment
 
     return path_segment(text)
@@ -81,6 +82,7 @@ class ResumeLock:
 def merge_stored_traces(trace_set: Any, definition: str) -> int:
     """Add to ``trace_set`` the traces of ``definition`` that its files hold but its memory does
     not (appended by another run since it was loaded); returns how many were added."""
+    # Imported here: fib_core.data.json_io loads pydantic (~50 ms); this module's import does not.
     from fib_core.data.json_io import load_jsonl
     from fib_core.data.trace import Trace
 

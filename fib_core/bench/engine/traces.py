@@ -12,15 +12,13 @@ from typing import Any
 
 from fib_core.bench.evaluation.protocol import EvalResult
 from fib_core.data.json_io import json_safe
-from fib_core.data.trace import EvaluationStatus
+from fib_core.data.trace import Correctness, Evaluation, EvaluationStatus, Performance, Trace
 
 
 def make_trace(
     definition: Any, workload: Any, solution: Any, result: EvalResult, environment: Any
 ) -> Any:
     """The Trace for one evaluated (solution, workload) pair."""
-    from fib_core.data.trace import Correctness, Evaluation, Performance, Trace
-
     correctness = performance = None
     if (
         result.status in (EvaluationStatus.PASSED, EvaluationStatus.INCORRECT_NUMERICAL)

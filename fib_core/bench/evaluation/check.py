@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from fib_core.bench.evaluation.compare import compare_scalar, compare_tensor
 from fib_core.checking import CheckResult, Tolerance
+from fib_core.dataset import registry
 
 if TYPE_CHECKING:
     import torch
@@ -56,8 +57,6 @@ def checker_for(definition: Definition) -> tuple[str, CheckerFn | None]:
     Looked up in order: a kind the definition declares (registered here, or listed in a
     definition folder's ``checker.py`` ``KINDS``), a checker registered under its name, its
     definition folder's ``checker.py``."""
-    from fib_core.dataset import registry
-
     kind = definition.extra.get("checker")
     if isinstance(kind, str):
         if kind in _CHECKERS:
@@ -85,8 +84,10 @@ def check_structure(
     ``device`` names the inputs' device in messages when ``reference`` holds only stand-ins
     (the worker checks structure against shapes on the meta device, never real outputs).
     """
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
+    # Imported here: fib_core.data.dtypes loads pydantic (~50 ms); this module's import does not.
     from fib_core.data.dtypes import dtype_name
     from fib_core.data.trace import EvaluationStatus
 
@@ -142,8 +143,10 @@ def elementwise_check(
     definition: Definition, outputs: Sequence, reference: Sequence, tol: Tolerance
 ) -> CheckResult:
     """The default rule over every output; the worst errors across outputs go in correctness."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
+    # Imported here: fib_core.data.trace loads pydantic (~50 ms); this module's import does not.
     from fib_core.data.trace import Correctness, EvaluationStatus
 
     comparisons = []
@@ -209,6 +212,7 @@ def check_outputs(
 
 def poison_value(dtype: torch.dtype) -> float | int | None:
     """What an unwritten element of this dtype is filled with: NaN, or the most negative int."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     if dtype == torch.bool or "float4" in str(dtype):
@@ -228,6 +232,7 @@ def poison_(tensor: torch.Tensor) -> torch.Tensor:
 
 def same_bits(a: Any, b: Any) -> bool:
     """Bitwise equality (NaN-safe) for tensors; plain equality for everything else."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
@@ -238,6 +243,7 @@ def same_bits(a: Any, b: Any) -> bool:
 
 
 def _bytes(t: torch.Tensor) -> torch.Tensor:
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     return t.detach().contiguous().reshape(-1).view(torch.uint8)

@@ -88,6 +88,7 @@ class OutputComparison:
 
 def compare_tensor(name: str, got: torch.Tensor, want: torch.Tensor, tol: Tolerance) -> OutputComparison:
     """Element-wise comparison of one output under the organizers' rule, NaN/inf aware."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     x = got.detach().to(device=want.device, dtype=torch.float32)
@@ -151,6 +152,7 @@ def _locate_failures(cmp: OutputComparison, failed_mask: torch.Tensor, bad: torc
                      diff: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> None:
     """Where a failing output fails: its first failing elements, and the worst one (the first
     non-finite failure if any, else the largest absolute error)."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     flat_idx = torch.nonzero(failed_mask.reshape(-1))[:FIRST_INDICES_SHOWN, 0].tolist()
@@ -201,6 +203,7 @@ def strict_atol(tol: Tolerance, scale: Any) -> Any:
     """
     if isinstance(scale, float | int):
         return min(tol.atol, LOOSE_ATOL_SHARE * scale) if scale > 0 else tol.atol
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     capped = torch.clamp(scale * LOOSE_ATOL_SHARE, max=tol.atol)
@@ -265,6 +268,7 @@ def unravel_index(flat: int, shape: tuple[int, ...]) -> list[int]:
 
 def compare_scalar(name: str, got: Any, want: Any, tol: Tolerance) -> OutputComparison:
     """A scalar output compared with the same rule as a one-element tensor."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     return compare_tensor(name, torch.tensor([float(got)]), torch.tensor([float(want)]), tol)

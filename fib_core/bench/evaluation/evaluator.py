@@ -33,7 +33,13 @@ from fib_core.bench.evaluation.solution_timing import SolutionTiming
 from fib_core.bench.evaluation.timers import WALL_CLOCK_LABEL, L2Flusher
 from fib_core.bench.evaluation.tolerance import resolve_tolerance
 from fib_core.checking import CheckResult, Tolerance
-from fib_core.data.trace import EvaluationStatus
+from fib_core.compile.build import build as build_solution
+from fib_core.data.definition import Definition
+from fib_core.data.dtypes import torch_dtype
+from fib_core.data.solution import Solution
+from fib_core.data.trace import EvaluationStatus, Performance
+from fib_core.data.workload import Workload
+from fib_core.dataset.roofline import workload_cost
 from fib_core.errors import BuildError, FibError, SignatureError
 
 PhaseFn = Callable[[str], None]
@@ -58,10 +64,6 @@ class Evaluator:
     # --- entry point ---------------------------------------------------------------------
 
     def evaluate(self, task: EvalTask) -> EvalResult:
-        from fib_core.data.definition import Definition
-        from fib_core.data.solution import Solution
-        from fib_core.data.workload import Workload
-
         definition = Definition.from_dict(task.definition)
         solution = Solution.from_dict(task.solution)
         workload = Workload.from_dict(task.workload)
@@ -130,7 +132,6 @@ class Evaluator:
             ref_ms, ref_extra = 0.0, {"measured_by": "judge"}  # the parent fills it in
         else:
             ref_ms, ref_extra = self._reference_latency(definition, workload, prep, cfg)
-        from fib_core.data.trace import Performance
 
         perf_extra = timing.to_extra()
         perf_extra["reference_timing"] = ref_extra
@@ -150,8 +151,6 @@ class Evaluator:
         )
 
     def _build(self, solution, definition, cfg: BenchmarkConfig) -> Any:
-        from fib_core.compile.build import build as build_solution
-
         key = solution.hash()
         built = self._builds.get(key)
         if built is None:
@@ -272,9 +271,8 @@ class Evaluator:
             ) from None
 
     def _new_outputs(self, definition, prep: Prepared) -> list:
+        # Imported here: torch takes ~3 s to load, and importing this module does not need it.
         import torch
-
-        from fib_core.data.dtypes import torch_dtype
 
         shapes = definition.output_shapes(prep.axes)
         outs = []
@@ -405,6 +403,7 @@ class Evaluator:
 
     def _sync(self) -> None:
         if self.kind == "cuda":
+            # Imported here: torch takes ~3 s to load, and importing this module does not need it.
             import torch
 
             torch.cuda.synchronize()
@@ -414,6 +413,7 @@ class Evaluator:
         if self.kind != "cuda":
             return False
         try:
+            # Imported here: torch takes ~3 s to load, and importing this module does not need it.
             import torch
 
             torch.cuda.synchronize()
@@ -427,8 +427,6 @@ def _exact_cost(definition, prep: Prepared) -> dict[str, Any] | None:
     """Minimum bytes and FLOPs of this workload counted on its real inputs (routing, valid
     indices, lengths), for the report's roofline column; None for a definition without a model.
     """
-    from fib_core.dataset.roofline import workload_cost
-
     inputs = dict(zip(definition.input_names, prep.sets[0], strict=True))
     try:
         cost = workload_cost(definition.name, prep.axes, inputs)

@@ -9,11 +9,17 @@ first (:func:`settle_environment`), and the context is finished when the first t
 from __future__ import annotations
 
 import ctypes
+import getpass
 import os
+import re
+import select
+import tempfile
 import threading
 from dataclasses import dataclass
 from typing import Any
 
+from fib_core.bench.evaluation import exchange
+from fib_core.bench.evaluation.environment import start_smi
 from fib_core.bench.evaluation.timeline import mark
 
 
@@ -25,10 +31,6 @@ def settle_environment() -> None:
     does that before its baseline. A solution importing it would otherwise read as changing the
     worker's environment (what ``torch.compile`` sets when it compiles still does). The folder
     is torch's rule, not asked of torch: asking imports the compiler (about 1 s)."""
-    import getpass
-    import re
-    import tempfile
-
     try:
         user = getpass.getuser()
     except (KeyError, ModuleNotFoundError, OSError):
@@ -59,9 +61,7 @@ def open_context_early(requested: str) -> threading.Thread | None:
     index = device_index(requested)
     if index is None:
         return None
-    from fib_core.bench.evaluation.exchange import cuda_driver
-
-    driver = cuda_driver()
+    driver = exchange.cuda_driver()  # looked up per call: tests stand in a driver
     if driver is None:
         return None
 
@@ -103,16 +103,15 @@ def warm_triton(sock: Any, grace: float = 0.25) -> None:
     Triton kernel. The hash cannot be stopped halfway: a task arriving during it waits for
     the rest. CPU work only. A Triton without that function, or one that fails here, is
     left to fail, if at all, in the solution's own call."""
-    import select
-
     try:
+        # Imported here: Triton is optional, and loads torch; this module runs before torch.
         import triton  # noqa: F401
     except Exception:  # not installed, or broken: the solution's own import says so
         return
     if select.select([sock], [], [], grace)[0]:
         return  # the task is here
     try:
-        from triton.runtime.cache import triton_key
+        from triton.runtime.cache import triton_key  # as triton above
 
         triton_key()
     except Exception:  # only a head start
@@ -129,6 +128,7 @@ def settle_context(device: str, early: threading.Thread | None = None) -> None:
         early.join()
     if not device.startswith("cuda"):
         return
+    # Imported here: this module is what a process starts before it imports torch (~3 s).
     import torch
 
     torch.empty(1, device=device).add_(1)
@@ -147,8 +147,6 @@ class HeadStart:
     @classmethod
     def begin(cls, requested_device: str, context: bool) -> HeadStart:
         """Settle the environment, then start both (the context only when ``context``)."""
-        from fib_core.bench.evaluation.environment import start_smi
-
         settle_environment()  # before the context thread: the driver reads the environment
         index = device_index(requested_device)
         return cls(open_context_early(requested_device) if context else None,

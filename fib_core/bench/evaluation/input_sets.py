@@ -107,6 +107,7 @@ def affordable_sets(first: Sequence, cfg: Any, kind: str, notes: list[str]) -> i
 def free_memory(kind: str) -> int:
     """Free bytes of the device kind (the host's available memory for "cpu")."""
     if kind == "cuda":
+        # Imported here: torch takes ~3 s to load, and importing this module does not need it.
         import torch
 
         free, _total = torch.cuda.mem_get_info()
@@ -128,6 +129,7 @@ def copy_output(value: Any) -> Any:
     Only a plain ``torch.Tensor`` is copied, by torch's own method: a subclass could compute
     its content when copied, outside the timed call (the judge refuses subclasses anyway).
     """
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     return torch.Tensor.clone(value) if type(value) is torch.Tensor else value
@@ -136,6 +138,7 @@ def copy_output(value: Any) -> Any:
 def to_host(value: Any) -> Any:
     """A host copy of a plain tensor output (always a copy, even of a CPU tensor, whose buffer
     later calls may reuse); other values as is (see :func:`copy_output`)."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     if type(value) is torch.Tensor:
@@ -207,6 +210,7 @@ def copy_all(targets: list, sources: list, batched: bool = True) -> bool:
     as ``copy_`` copies any dtype.
 
     Example: ``copy_all([a, b], [x, y])`` leaves ``a`` equal to ``x`` and ``b`` to ``y``."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     foreach = getattr(torch, "_foreach_copy_", None) if batched else None

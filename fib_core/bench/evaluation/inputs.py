@@ -14,13 +14,20 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fib_core.bench.evaluation.memory_budget import check_fits, tensor_bytes
 from fib_core.bench.evaluation.random_draws import make_generator, random_scalar, random_tensor
+from fib_core.data.blobs import load_blob_tensor as read_blob_tensor
 from fib_core.data.blobs import resolve_blob_path
+from fib_core.data.dtypes import dtype_name, torch_dtype
+from fib_core.data.dtypes import dtype_name as name_of
+from fib_core.data.workload import RandomInput, SafetensorsInput, ScalarInput
+from fib_core.dataset import registry
 from fib_core.errors import FibError, LfsPointerError
 
 if TYPE_CHECKING:
@@ -75,7 +82,6 @@ def input_generator_for(definition_name: str) -> GeneratorFn | None:
     folder's ``generator.py`` (see :mod:`fib_core.dataset.registry`), else None."""
     if definition_name in _GENERATORS:
         return _GENERATORS[definition_name]
-    from fib_core.dataset import registry
 
     entry = registry.get(definition_name)
     return entry.generator if entry is not None else None
@@ -96,8 +102,7 @@ def generator_fingerprint(definition_name: str) -> str:
 def _source_hash(fn: Callable[..., Any]) -> str:
     """:func:`generator_fingerprint` of one generator function (sources do not change while a
     process runs; the judge asks for it for every cached set of every workload)."""
-    import inspect
-
+    # Imported here: fib_core.dataset loads torch (~3 s), which importing this module does not need.
     from fib_core.dataset import generators
 
     parts = []
@@ -118,9 +123,6 @@ def load_blob_tensor(
 ) -> Any:
     """One tensor of a safetensors blob (read by :mod:`fib_core.data.blobs`, on CPU), checked
     against the definition's shape and dtype for input ``name``."""
-    from fib_core.data.blobs import load_blob_tensor as read_blob_tensor
-    from fib_core.data.dtypes import dtype_name as name_of
-
     try:
         tensor = read_blob_tensor(path, tensor_key)
     except LfsPointerError:
@@ -168,8 +170,6 @@ def generate_inputs(
     ``input_set`` selects another independent draw of the random inputs (blobs and scalars are
     the same in every set); ``blob_cache`` lets several sets share one loaded blob tensor.
     """
-    from fib_core.bench.evaluation.memory_budget import check_fits
-
     if input_set == 0:
         check_fits(definition, workload, device)
     shapes = definition.input_shapes(workload.axes)
@@ -215,7 +215,6 @@ def generate_timing_sets(
                             dataset_root=dataset_root, input_set=first + j, blob_cache=cache)
             for j in range(count)
         ]
-    from fib_core.bench.evaluation.memory_budget import tensor_bytes
 
     shapes = definition.input_shapes(workload.axes)
     _, sizes = tensor_bytes(definition, dict(workload.axes))
@@ -245,8 +244,6 @@ def _assemble(
 ) -> Any:
     """The positional inputs in the definition's order: one set (``sets`` None) or a list of
     ``sets`` sets, whose random and structured tensors are views of one draw each."""
-    from fib_core.data.workload import RandomInput, SafetensorsInput, ScalarInput
-
     n = 1 if sets is None else sets
     columns: list[list] = []  # per input: its value in each set
     for name, spec in definition.inputs.items():
@@ -300,9 +297,8 @@ def _split(value: Any, sets: int | None) -> list:
 def _scalar_value(value: Any, shape: tuple[int, ...] | None, dtype_name: str, device: str) -> Any:
     if shape is None:
         return value
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
-
-    from fib_core.data.dtypes import torch_dtype
 
     return torch.full(shape, value, dtype=torch_dtype(dtype_name), device=device)
 
@@ -324,8 +320,6 @@ def _takes_cached(fn: Callable[..., Any], keyword: str) -> bool:
 
 
 def _signature_takes(fn: Callable[..., Any], keyword: str) -> bool:
-    import inspect
-
     try:
         return keyword in inspect.signature(fn).parameters
     except (TypeError, ValueError):
@@ -348,8 +342,6 @@ def _structured_inputs(
     axes = all_axes(definition, workload)
     keywords: dict[str, Any] = {} if sets is None else {"sets": sets}
     if _takes(fn, "wanted"):
-        from fib_core.data.workload import RandomInput
-
         keywords["wanted"] = frozenset(
             name
             for name in definition.inputs
@@ -361,7 +353,6 @@ def _structured_inputs(
             f"input generator of {definition.name!r} returned {type(produced).__name__}; "
             "it must return a dict of input name -> tensor"
         )
-    from fib_core.data.dtypes import dtype_name
 
     for name, tensor in produced.items():
         if name not in definition.inputs:

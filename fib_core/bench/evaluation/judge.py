@@ -29,9 +29,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fib_core.bench.evaluation.wire import decode_values, encode_values
+from fib_core.bench.evaluation.check import check_outputs, check_structure, checker_for
+from fib_core.bench.evaluation.inputs import generate_inputs
+from fib_core.bench.evaluation.reference import reference_keys, reference_outputs
+from fib_core.bench.evaluation.reference_sets import checked_indices
+from fib_core.bench.evaluation.signed_cache import SignedReferenceCache
+from fib_core.bench.evaluation.tolerance import resolve_tolerance
+from fib_core.bench.evaluation.wire import ITEMSIZE, decode_values, encode_values
+from fib_core.bench.integrity import ensure_key
+from fib_core.checking import CheckResult
+from fib_core.data.definition import Definition
+from fib_core.data.dtypes import torch_dtype
 from fib_core.data.json_io import json_safe
-from fib_core.data.trace import EvaluationStatus
+from fib_core.data.trace import Correctness, EvaluationStatus
+from fib_core.data.workload import Workload
 
 STATUSES = tuple(status.value for status in EvaluationStatus)
 MAX_SETS = 4096
@@ -64,9 +75,6 @@ class RemoteChecker:
     def submit(
         self, definition: Any, outputs: Sequence, set_index: int, prep: Any, label: str
     ) -> Callable[[], Any]:
-        from fib_core.bench.evaluation.check import check_structure
-        from fib_core.checking import CheckResult
-
         device = next((t.device.type for t in prep.sets[0] if hasattr(t, "device")), None)
         failed = check_structure(
             definition, outputs, expected_like(definition, prep.axes), device=device
@@ -120,9 +128,8 @@ def _payload(outputs: Sequence) -> int:
 
 def expected_like(definition: Any, axes: dict) -> list:
     """Stand-ins with the declared shape and dtype (no memory), for the structure check."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
-
-    from fib_core.data.dtypes import torch_dtype
 
     shapes = definition.output_shapes(axes)
     like: list[Any] = []
@@ -137,9 +144,6 @@ def expected_like(definition: Any, axes: dict) -> list:
 def expected_output_bytes(definition: Any, axes: dict) -> int | None:
     """Bytes of one set of output tensors as declared (scalar outputs travel in the request's
     header); the parent caps what a worker may send by it and sizes the shared buffer."""
-    from fib_core.bench.evaluation.wire import ITEMSIZE
-    from fib_core.data.dtypes import torch_dtype
-
     total = 0
     shapes = definition.output_shapes(axes)
     for name, spec in definition.outputs.items():
@@ -156,7 +160,6 @@ def correctness_from(raw: Any) -> Any:
     is not one."""
     if not isinstance(raw, dict):
         return None
-    from fib_core.data.trace import Correctness
 
     fixed = dict(raw)
     for name in ("max_relative_error", "max_absolute_error"):
@@ -213,9 +216,6 @@ class JudgeServer:
     """
 
     def __init__(self, evaluator: Any) -> None:
-        from fib_core.bench.evaluation.signed_cache import SignedReferenceCache
-        from fib_core.bench.integrity import ensure_key
-
         self.evaluator = evaluator
         # On a GPU, references are read into page-locked memory: each is copied to the device.
         device = str(evaluator.device)
@@ -236,9 +236,6 @@ class JudgeServer:
         page-locked host memory (integrity.PinnedPool): its blocks are page-locked once, in
         the first workloads (a host-side call, no GPU work), and reused after.
         """
-        from fib_core.data.definition import Definition
-        from fib_core.data.workload import Workload
-
         definition = Definition.from_dict(task.definition)
         workload = Workload.from_dict(task.workload)
         self._announced = (task.task_id, definition, workload)  # parsed once per task
@@ -250,9 +247,6 @@ class JudgeServer:
     def _checked_keys(self, definition: Any, workload: Any, cfg: Any) -> list[str]:
         """Cache keys of every set a run of ``workload`` may check (the checked sets and the
         re-check pool)."""
-        from fib_core.bench.evaluation.reference import reference_keys
-        from fib_core.bench.evaluation.reference_sets import checked_indices
-
         return reference_keys(
             definition, workload, seed=cfg.seed, device_kind=self.evaluator.kind,
             input_sets=checked_indices(MAX_SETS, cfg.num_input_sets, cfg.num_trials),
@@ -262,8 +256,6 @@ class JudgeServer:
         """The workload that follows the announced task (same definition and settings): read
         its cached reference files once the current task's are in (see
         :meth:`fib_core.bench.evaluation.signed_cache.SignedReferenceCache.prefetch_upcoming`)."""
-        from fib_core.data.workload import Workload
-
         if self._announced is None:
             return
         _, definition, _ = self._announced
@@ -273,9 +265,6 @@ class JudgeServer:
     def _task(self, task: Any, n_sets: int) -> _TaskState:
         if self.state is not None and self.state.task_id == task.task_id:
             return self.state
-        from fib_core.bench.evaluation.inputs import generate_inputs
-        from fib_core.data.definition import Definition
-        from fib_core.data.workload import Workload
 
         if self._announced is not None and self._announced[0] == task.task_id:
             _, definition, workload = self._announced
@@ -315,8 +304,6 @@ class JudgeServer:
         return st.refs
 
     def _reference(self, st: _TaskState, k: int) -> list:
-        from fib_core.bench.evaluation.reference import reference_outputs
-
         refs = self._references(st)
         if k not in refs:
             with self.evaluator._reference_errors():
@@ -333,9 +320,6 @@ class JudgeServer:
 
     def check(self, task: Any, set_index: int, n_sets: int, specs: list, blob: bytes) -> dict:
         """The verdict on one set of outputs (already validated by the parent)."""
-        from fib_core.bench.evaluation.check import check_outputs, checker_for
-        from fib_core.bench.evaluation.tolerance import resolve_tolerance
-
         st = self._task(task, n_sets)
         if set_index >= len(st.sets):
             return {"status": EvaluationStatus.RUNTIME_ERROR, "message": f"input set {set_index} does not exist"}

@@ -39,6 +39,7 @@ def device_memory_bytes(device: str) -> int | None:
     """Total memory of ``device`` ("cpu", "cuda", "cuda:1"); None when it cannot be read."""
     try:
         if device.startswith("cuda"):
+            # Imported here: torch takes ~3 s to load, and importing this module does not need it.
             import torch
 
             return int(torch.cuda.mem_get_info(torch.device(device))[1])

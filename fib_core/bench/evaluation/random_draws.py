@@ -34,6 +34,7 @@ def derive_seed(seed: int, uuid: str, input_set: int = 0) -> int:
 
 def make_generator(seed: int, uuid: str, device: str, input_set: int = 0) -> torch.Generator:
     """The one generator that produces every random number of this workload's input set."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     gen = torch.Generator(device=device)
@@ -46,8 +47,10 @@ def random_tensor(
 ) -> torch.Tensor:
     """A tensor of random values like the organizers' (floats N(0,1), ints in [-1024, 1024)),
     written chunk by chunk into its final buffer; fp8 values are clamped to their range."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
+    # Imported here: fib_core.data.dtypes loads pydantic (~50 ms); this module's import does not.
     from fib_core.data.dtypes import torch_dtype
 
     dtype = torch_dtype(dtype_name)
@@ -61,6 +64,7 @@ def random_tensor(
 
 
 def _random_chunk(n: int, dtype_name: str, dtype: Any, gen: Any, device: str) -> Any:
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     if dtype_name == "bool":
@@ -81,6 +85,7 @@ def _random_chunk(n: int, dtype_name: str, dtype: Any, gen: Any, device: str) ->
 
 def random_scalar(dtype_name: str, gen: torch.Generator) -> int | float | bool:
     """A Python number for a random scalar input (shape null), drawn from the same generator."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     device = gen.device

@@ -18,7 +18,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from safetensors import safe_open
+
 from fib_core.atomic import atomic_write
+from fib_core.dataset import registry
 from fib_core.dataset.references import ReferenceFailure, reference_run
 from fib_core.paths import cache_dir
 
@@ -36,6 +39,7 @@ _FAST: dict[str, Callable[..., Any]] = {}
 def clone_args(values: Sequence) -> list:
     """Fresh copies of tensor arguments (scalars and None pass through), so callees cannot
     disturb the pristine inputs."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
@@ -104,7 +108,6 @@ def fast_reference_for(definition_name: str) -> Callable[..., Any] | None:
     ``fast_reference.py`` (see :mod:`fib_core.dataset.registry`), else None."""
     if definition_name in _FAST:
         return _FAST[definition_name]
-    from fib_core.dataset import registry
 
     entry = registry.get(definition_name)
     return entry.fast_reference if entry is not None else None
@@ -129,6 +132,7 @@ def reference_keys(
     """Cache keys of several input sets of one workload, as :func:`reference_key` gives them
     one by one; the definition's content hash (its canonical JSON, hashed) is computed once,
     not once per set (the judge asks for 16 sets per workload)."""
+    # Imported here: fib_core.bench.evaluation.inputs loads pydantic (~50 ms); this module's import does not.
     from fib_core.bench.evaluation.inputs import generator_fingerprint
 
     parts = {
@@ -172,8 +176,6 @@ class ReferenceCache:
         path = self._path(definition, key, ".safetensors")
         if not path.exists():
             return None
-        from safetensors import safe_open
-
         try:
             with safe_open(str(path), framework="pt", device="cpu") as fh:
                 meta = fh.metadata() or {}
@@ -188,6 +190,7 @@ class ReferenceCache:
             return None
 
     def store_outputs(self, definition: Definition, key: str, outputs: Sequence) -> None:
+        # Imported here: torch takes ~3 s to load, and importing this module does not need it.
         import torch
         from safetensors.torch import save_file
 

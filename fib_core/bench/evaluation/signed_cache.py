@@ -24,6 +24,7 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import os
 import struct
 import threading
@@ -102,6 +103,7 @@ class PinnedPool:
         return view
 
     def _allocate(self, block: int) -> Any:
+        # Imported here: torch takes ~3 s to load, and importing this module does not need it.
         import torch
 
         if not torch.cuda.is_available():
@@ -342,10 +344,10 @@ def _header(data: Any) -> tuple[dict, int]:
 def _view(data: Any, header: tuple[dict, int], name: str) -> Any:
     """Tensor ``name`` as a view of ``data`` (no copy), from its header entry; ValueError when
     the entry does not describe a whole, in-range tensor."""
-    import math
-
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
+    # Imported here: fib_core.data.dtypes loads pydantic (~50 ms); this module's import does not.
     from fib_core.data.dtypes import TORCH_ELEMENT_BYTES
 
     entries, base = header

@@ -12,6 +12,7 @@ simulated GPU with a host clock.
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -56,6 +57,7 @@ def time_wall_clock(call, prepare, start, n, flush, sync):
 
 
 def time_events(call, prepare, start, n, flush, sync):
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     begin = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
@@ -74,6 +76,7 @@ def time_events(call, prepare, start, n, flush, sync):
 def time_profiler(call, prepare, start, n, flush, sync):
     """Each call inside a named range; its GPU-side annotation spans the call's first kernel's
     start to its last kernel's end, and the call's kernels are the device records inside it."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     from torch.autograd.profiler import record_function
 
     with profiler_session() as prof:
@@ -105,6 +108,7 @@ def profiler_session(cpu: bool = True) -> Any:
     session and give the same spans, but the latter's start imports ``torch._dynamo`` (about
     1 s, once per process), which every worker would pay before its first workload.
     Example: ``with profiler_session() as prof: ...; prof.kineto_results.events()``."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     from torch.autograd import profiler
 
     return profiler.profile(use_device="cuda", use_cpu=cpu, use_kineto=True)
@@ -207,8 +211,6 @@ def judge_calls(
     work is what the API calls that began inside its window launched; its span runs from the
     earliest start to the latest end. Raises :class:`NoDeviceWork` for a call with none.
     """
-    import bisect
-
     ordered = sorted(launches)
     starts = [s for s, _ in ordered]
     by_corr: dict[int, list[tuple[int, int, str]]] = {}

@@ -112,6 +112,7 @@ class L2Flusher:
     everything the previous call left there."""
 
     def __init__(self, device: str) -> None:
+        # Imported here: torch takes ~3 s to load, and importing this module does not need it.
         import torch
 
         props = torch.cuda.get_device_properties(torch.device(device))
@@ -126,6 +127,7 @@ class L2Flusher:
 def cupti_unavailable_reason() -> str | None:
     """None when the judge's CUPTI timer can run here, else one line saying why not."""
     try:
+        # Imported here: only the CUPTI check reads package versions; cupti itself is optional.
         from importlib.metadata import version
 
         from cupti import cupti  # type: ignore[import-not-found]  # noqa: F401
@@ -323,6 +325,7 @@ def _no_flush() -> None:
 def _synchronizer(device_kind: str) -> Callable[[], None]:
     if device_kind != "cuda":
         return _no_flush
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     return torch.cuda.synchronize

@@ -24,6 +24,7 @@ from fib_core.bench.evaluation.judge import (
     correctness_from,
 )
 from fib_core.bench.evaluation.logs import clip_text
+from fib_core.bench.evaluation.protocol import EvalResult
 from fib_core.bench.evaluation.wire import WireError, validate_values
 from fib_core.data.trace import EvaluationStatus
 
@@ -138,8 +139,6 @@ def validate_result(header: dict) -> dict:
 
 def final_result(task_id: int, report: dict, ledger: TaskLedger, latency: dict | None) -> Any:
     """The EvalResult the parent records for a worker's validated report."""
-    from fib_core.bench.evaluation.protocol import EvalResult
-
     extra = report["extra"]
     status = report["status"]
     if status != EvaluationStatus.PASSED:

@@ -231,6 +231,7 @@ def encode_values(
     Raises TypeError for anything else (the caller reports it as the solution's failure), and
     ValueError when the tensors do not fit ``into``.
     """
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     specs: list[dict] = []
@@ -327,6 +328,7 @@ def decode_values(specs: list[dict], blob: Blob, device: str) -> list[Any]:
     The tensors are always the caller's own: copies on a GPU (the host buffer is only read);
     on the CPU views of ``blob`` when it is a received bytearray, copies when it is a region
     of the shared output buffer (which the worker could still write)."""
+    # Imported here: torch takes ~3 s to load, and importing this module does not need it.
     import torch
 
     shared = isinstance(blob, memoryview) and not blob.readonly

@@ -94,6 +94,7 @@ class MultiProcessRunner(Runner):
 
     def _benchmark(self, cfg: BenchmarkConfig, base: DeviceBaseline) -> Any:
         """The kit's engine for this config and dataset root (a new one when either changes)."""
+        # Imported here: fib_core.bench.engine.flow loads pydantic (~50 ms); this module's import does not.
         from fib_core.bench.engine.flow import Engine
         from fib_core.data.traceset import TraceSet
 
