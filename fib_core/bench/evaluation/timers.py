@@ -127,7 +127,8 @@ class L2Flusher:
 def cupti_unavailable_reason() -> str | None:
     """None when the judge's CUPTI timer can run here, else one line saying why not."""
     try:
-        # Imported here: only the CUPTI check reads package versions; cupti itself is optional.
+        # Imported here: importlib.metadata takes ~50 ms to load and only this check needs it;
+        # cupti is optional (no CUPTI timer without it).
         from importlib.metadata import version
 
         from cupti import cupti  # type: ignore[import-not-found]  # noqa: F401
