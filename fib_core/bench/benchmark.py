@@ -26,6 +26,7 @@ from fib_core.bench.config import BenchmarkConfig
 from fib_core.bench.engine.flow import Engine, EventFn
 from fib_core.bench.evaluation.environment import resolve_device
 from fib_core.bench.events import Log, WorkloadFinished
+from fib_core.data.traceset import TraceSet
 from fib_core.errors import ConfigError
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -72,7 +73,6 @@ class Benchmark(Engine):
     def evaluate(self, config: BenchmarkConfig | None = None) -> Any:
         """Evaluate everything the config selects; the results as an in-memory TraceSet.
         ``config`` as for :meth:`run`."""
-        from fib_core.data.traceset import TraceSet
 
         traces = self._evaluate_all(config)
         ts = self.trace_set

@@ -151,7 +151,7 @@ def workload_cost(
 
         workload_cost("gdn_decode_qk4_v8_d128_k_last", {"batch_size": 1}).bytes  # 1_054_816
     """
-    from fib_core.dataset import registry
+    from fib_core.dataset import registry  # here: cost.py files import this module (cycle)
 
     entry = registry.get(definition_name)
     model = entry.cost if entry is not None else None
@@ -177,6 +177,8 @@ def workload_size(definition_name: str, axes: Mapping[str, int]) -> float:
 def __getattr__(name: str) -> Any:
     """``KNOWN_DEFINITIONS``: the registered definitions that have a cost model."""
     if name == "KNOWN_DEFINITIONS":
+        # Imported here: the registry loads the definition folders, whose cost.py files import
+        # this module (a cycle at import time).
         from fib_core.dataset import registry
 
         return tuple(e.name for e in registry.entries() if e.cost is not None)

@@ -132,7 +132,7 @@ class ShardResult:
     baseline: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        from fib_core.data import Trace
+        from fib_core.data import Trace  # imported here: pydantic (~150 ms), see execute
 
         self.traces = [Trace.from_dict(t) if isinstance(t, dict) else t for t in self.traces]
 
@@ -150,6 +150,7 @@ def make_request(
     definition's evaluation settings are the defaults; config.toml and flags override them.
     With ``opts.contest`` only the organizers' settings apply (a flag that would change them is
     refused, config.toml's are ignored; ``--seed`` still counts)."""
+    # Imported here for start-up time (see execute).
     from fib_core.bench.grading import eval_settings
     from fib_core.bench.settings import BY_NAME, flag_name, merge
 
@@ -279,13 +280,13 @@ def execute(
         author=solution.author,
     )
     if device == "cuda" and request.baseline:
-        from fib_core.baselines.measure import shard_baseline
+        from fib_core.baselines.measure import shard_baseline  # only runs that measure it
 
         result.baseline = shard_baseline(
             trace_set, request.definition, mine, traces, config, on_event=on_event
         )
     if request.cross_check:
-        from fib_core.bench.cross_check import cross_check_shard
+        from fib_core.bench.cross_check import cross_check_shard  # only --cross-check runs
 
         result.cross_check, result.cross_check_notes = cross_check_shard(
             request, mine, device, path
@@ -297,6 +298,7 @@ def _shard_workloads(request: RunRequest, trace_set: Any, selection: list, queue
                      ) -> tuple[list, Any]:
     """This shard's workloads (its round-robin share), or, with a queue the GPUs share, none
     yet and the stream that takes them from the queue; their blobs checked first."""
+    # Imported here for start-up time (see execute).
     from fib_core.bench.engine.stream import WorkloadStream
     from fib_core.project.dataset_checks import check_blobs
 
@@ -314,6 +316,7 @@ def _shard_workloads(request: RunRequest, trace_set: Any, selection: list, queue
 
 def _engine_config(request: RunRequest, device: str) -> Any:
     """The request's BenchmarkConfig on ``device``."""
+    # Imported here for start-up time (see execute).
     from fib_core.bench import BenchmarkConfig
     from fib_core.compile import BuildOptions
 
@@ -328,6 +331,7 @@ def _engine_config(request: RunRequest, device: str) -> Any:
 
 def _dataset(request: RunRequest, trace_set: TraceSet | None) -> tuple[Path, TraceSet]:
     """The request's dataset folder, and its TraceSet (``trace_set`` when given)."""
+    # Imported here for start-up time (see execute).
     from fib_core.data import TraceSet
     from fib_core.dataset import default_dataset_path
 
@@ -346,7 +350,7 @@ def execute_on_gpus(
     (:mod:`fib_core.bench.engine.gpus`, :mod:`fib_core.bench.engine.work_queue`). One
     GPU, or a CPU run, is :func:`execute` here (on ``trace_set`` when given); which of the two,
     the engine's :func:`~fib_core.bench.engine.gpus.gpus_for_run` says."""
-    from fib_core.bench.engine import gpus as gpu_plan
+    from fib_core.bench.engine import gpus as gpu_plan  # here for start-up time (see execute)
 
     ids = gpu_plan.gpus_for_run(request.device, gpus)
     if ids is None:

@@ -11,10 +11,12 @@ workload finishes, so an interrupted run keeps what it measured and ``resume`` s
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from fib_core.bench.config import BenchmarkConfig
+from fib_core.bench.containment.mounts import worker_mounts
 from fib_core.bench.containment.source_audit import audit_solution
 from fib_core.bench.engine.judge_process import JudgeHandle
 from fib_core.bench.engine.pool import (
@@ -26,9 +28,11 @@ from fib_core.bench.engine.pool import (
 )
 from fib_core.bench.engine.prestart import take_early
 from fib_core.bench.engine.run_lock import ResumeLock, merge_stored_traces
+from fib_core.bench.engine.stream import WorkloadStream
 from fib_core.bench.engine.trace_sink import TraceSink
 from fib_core.bench.engine.traces import finished_pairs, is_finished, make_trace
 from fib_core.bench.evaluation.environment import resolve_device
+from fib_core.bench.evaluation.judge import expected_output_bytes
 from fib_core.bench.evaluation.protocol import EvalResult, EvalTask
 from fib_core.bench.evaluation.timeline import mark
 from fib_core.bench.events import (
@@ -50,7 +54,6 @@ def check_filters(trace_set: Any, cfg: BenchmarkConfig, prefix: str = "Benchmark
     """A name in ``cfg.definitions``/``cfg.solutions`` that ``trace_set`` lacks is most often a
     typo: a ConfigError naming it (and the closest name), not an empty result. ``prefix``
     names the setting as the caller's user wrote it ("--" on the command line)."""
-    import difflib
 
     known = {
         "definitions": list(trace_set.definitions),
@@ -130,7 +133,6 @@ class Engine:
         ``workloads`` may be a :class:`fib_core.bench.engine.stream.WorkloadStream` (several GPUs'
         shared queue): each is taken when the previous one is done; ``total`` in the events
         then counts the whole queue's workloads, whoever runs them, ``index`` this run's own."""
-        from fib_core.bench.engine.stream import WorkloadStream
 
         callback = on_event or progress or self.on_event
         self._device_kind()  # fixed from the first run on: its workers live on that device
@@ -280,7 +282,6 @@ class Engine:
         (:func:`fib_core.bench.engine.prestart.launch_early`) when it fits. A worker started while no
         other one runs (``spare=False``) makes its CUDA context as it boots; a spare boots
         beside a timed worker, so it waits for its task."""
-        from fib_core.bench.containment.mounts import worker_mounts
 
         mounts = worker_mounts(self.trace_set.root)
         adopted = take_early("worker", self.config.device, mounts,
@@ -356,7 +357,6 @@ class Engine:
             raise FibError("\n".join(lines[:1] + lines[1:][-12:])) from None
         if self.config.isolated and more:
             self._launch_spare(solution.hash())
-        from fib_core.bench.evaluation.judge import expected_output_bytes
 
         result = worker.run(task, self.config.timeout_seconds,
                             on_phase=lambda p: emit(callback, Log(f"{solution.name}: {p}", "debug")),

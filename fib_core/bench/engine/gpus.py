@@ -26,7 +26,9 @@ target="fib_core.project.runflow:execute")`` then runs it):
 
 from __future__ import annotations
 
+import atexit
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -35,9 +37,11 @@ from typing import Any
 from fib_core.bench.engine.gpu_processes import ShardProcesses, Target
 from fib_core.bench.engine.prestart import discard_early, launch_early
 from fib_core.bench.engine.work_queue import QueuePlan, queue_plan
+from fib_core.bench.evaluation.environment import visible_entries
 from fib_core.bench.evaluation.timeline import mark
 from fib_core.dataset.roofline import workload_size
 from fib_core.errors import ConfigError
+from fib_core.paths import torch_package_dir
 
 # A workload's cost, for cutting the queue into lanes of near-equal work: a fixed part (worker
 # round trip, inputs, checks) plus a part that grows with its roofline size (kernels,
@@ -108,7 +112,6 @@ def workload_costs(definition: str, axes_list: Sequence[dict[str, int]]) -> list
 def physical_ids(gpus: Sequence[int], env: dict[str, str] | None = None) -> list[str]:
     """What each chosen index means in ``CUDA_VISIBLE_DEVICES`` for a child: the parent's own
     list entry when it has one (indices count within what the parent sees)."""
-    from fib_core.bench.evaluation.environment import visible_entries
 
     listed = visible_entries(os.environ if env is None else env) or []
     return [listed[g] if g < len(listed) else str(g) for g in gpus]
@@ -131,7 +134,6 @@ def visible_gpu_count() -> int | None:
 
     ``CUDA_VISIBLE_DEVICES`` is read as CUDA reads it
     (:func:`fib_core.bench.evaluation.environment.visible_entries`), up to the driver's own count."""
-    from fib_core.bench.evaluation.environment import visible_entries
 
     if not _torch_has_cuda():
         return None
@@ -153,9 +155,6 @@ def _installed_gpus() -> int | None:
 def _torch_has_cuda() -> bool:
     """Whether the installed torch was built with CUDA, read from its ``version.py`` without
     importing it (a CPU build on a GPU machine runs on the CPU: no GPU processes then)."""
-    import re
-
-    from fib_core.paths import torch_package_dir
 
     folder = torch_package_dir()
     try:
@@ -208,7 +207,6 @@ def prestart(device_ids: Sequence[str], device: str, dataset_root: str | None,
         return  # the last prestart's, unused and alive (a watch after a run that failed early)
     discard_prestarted()
     if not _exit_hook_registered:
-        import atexit
         import multiprocessing.util  # noqa: F401  its exit hook (which waits for children)
         # is registered now, so this one, registered after it, runs before it
         atexit.register(discard_prestarted)

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import fib_core
+
 
 @dataclass
 class EnvironmentInfo:
@@ -33,6 +35,8 @@ class EnvironmentInfo:
     clocks: dict[str, Any] = field(default_factory=dict)
 
     def to_environment(self) -> Any:
+        # Imported here: the trace schema loads pydantic (~150 ms), which a launcher asking
+        # resolve_device does not need.
         from fib_core.data.trace import Environment
 
         return Environment(hardware=self.hardware, libs=dict(self.libs))
@@ -44,9 +48,9 @@ def collect_environment(device: str, smi: subprocess.Popen | None = None) -> Env
     starting one.
 
     Example: ``collect_environment("cpu").device_kind == "cpu"``."""
+    # Imported here: torch costs a second or more, and the worker imports it on its own
+    # thread (head start) before it asks.
     import torch
-
-    import fib_core
 
     kind = device.split(":")[0]
     libs = {"torch": torch.__version__, "python": platform.python_version(),
@@ -88,7 +92,7 @@ def resolve_device(requested: str) -> str:
         requested = "cuda" if visible() else "cpu"
     if requested == "cuda":
         if not visible():
-            from fib_core.errors import ConfigError
+            from fib_core.errors import ConfigError  # only on this error path
 
             raise ConfigError("--device cuda was asked for, but torch sees no CUDA GPU here")
         return "cuda:0"
@@ -96,7 +100,7 @@ def resolve_device(requested: str) -> str:
 
 
 def _module_version(name: str) -> str | None:
-    from importlib import metadata
+    from importlib import metadata  # imported here: ~50 ms, only the worker's probe needs it
 
     try:
         return metadata.version(name)

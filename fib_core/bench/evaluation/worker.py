@@ -20,10 +20,16 @@ import importlib
 import os
 import sys
 import traceback
+from dataclasses import asdict
 from typing import Any
 
+from fib_core.bench.containment import sandbox
+from fib_core.bench.containment.mounts import parse_mount
 from fib_core.bench.evaluation.environment import collect_environment, resolve_device
+from fib_core.bench.evaluation.exchange import receive_arena
 from fib_core.bench.evaluation.head_start import HeadStart, settle_context, warm_triton
+from fib_core.bench.evaluation.logs import clip_text
+from fib_core.bench.evaluation.protocol import EvalResult
 from fib_core.bench.evaluation.tamper_watch import (
     ProcessState,
     Watched,
@@ -32,7 +38,17 @@ from fib_core.bench.evaluation.tamper_watch import (
     tampered,
 )
 from fib_core.bench.evaluation.timeline import mark, memory_milestone
+from fib_core.bench.evaluation.wire import (
+    ChildGone,
+    payload_bytes,
+    recv_message_fds,
+    recv_object,
+    send_frame,
+    socket_from_fd,
+)
+from fib_core.data.json_io import json_safe
 from fib_core.data.trace import EvaluationStatus
+from fib_core.paths import cache_dir
 
 # The folder the process started in (the launcher's): where user modules named in
 # generator_modules live. Not on sys.path (see child_command.child_pythonpath): only those modules,
@@ -55,9 +71,6 @@ def _register_plugins(modules: tuple[str, ...], seen: set[str]) -> None:
 
 
 def _send_result(sock: Any, result: Any, tainted: list[str]) -> None:
-    from fib_core.bench.evaluation.logs import clip_text
-    from fib_core.bench.evaluation.wire import send_frame
-    from fib_core.data.json_io import json_safe
 
     send_frame(sock, {
         "type": "result", "task": result.task_id, "status": result.status,
@@ -72,17 +85,13 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
     """Answer tasks until told to close (0) or the GPU context is lost (3). ``ahead``: what
     :meth:`HeadStart.begin` started; without a context thread there the CUDA context is made
     when the first task arrives."""
-    from fib_core.bench.evaluation.wire import ChildGone, recv_message_fds, send_frame
-
     device = resolve_device(requested_device)
     mark("worker", "torch")
     if not device.startswith("cuda"):
         os.environ["TRITON_INTERPRET"] = "1"
-    from fib_core.bench.evaluation.protocol import EvalResult
 
     ahead = ahead or HeadStart.begin(requested_device, context=False)
     env = collect_environment(device, ahead.smi)
-    from dataclasses import asdict
 
     send_frame(sock, {"type": "ready", "device": device, "env": asdict(env), "warnings": warnings})
     mark("worker", "ready")
@@ -131,15 +140,14 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
 def serve_judge(sock: Any, requested_device: str, ahead: HeadStart | None = None) -> int:
     """The judge's loop: checks and reference latencies for the parent, nothing else.
     ``ahead``: what :meth:`HeadStart.begin` started (its context thread included)."""
-    from dataclasses import asdict
 
-    from fib_core.bench.evaluation.exchange import receive_arena
-    from fib_core.bench.evaluation.wire import ChildGone, recv_message_fds, send_frame
 
     device = resolve_device(requested_device)
     mark("judge", "torch")
     if not device.startswith("cuda"):
         os.environ["TRITON_INTERPRET"] = "1"
+    # Imported once the device is settled (TRITON_INTERPRET set before anything may import
+    # Triton) and while torch imports on the head start's thread: about 90 ms.
     from fib_core.bench.evaluation.evaluator import Evaluator
     from fib_core.bench.evaluation.judge import JudgeServer
 
@@ -189,9 +197,9 @@ def _worker_evaluator(sock: Any, device: str, env: Any, current: dict, trusted: 
     """The worker's evaluator, its phases and checks going to the parent over ``sock``
     (``current``: the task being served, and the first one, whose phases go on the
     timeline)."""
+    # Imported here, after the device is settled (see serve_judge): about 90 ms.
     from fib_core.bench.evaluation.evaluator import Evaluator
     from fib_core.bench.evaluation.judge import RemoteChecker
-    from fib_core.bench.evaluation.wire import recv_object, send_frame
 
     def phase(name: str) -> None:
         send_frame(sock, {"type": "phase", "task": current["task"], "name": name})
@@ -223,8 +231,6 @@ def _first_task(device: str, ahead: HeadStart) -> ProcessState:
 def _take_arena(message: tuple, fds: list[int], checker: Any) -> None:
     """Where the worker's outputs go from now on: the shared buffer the parent sent (or
     none); a trusted worker, which sends no outputs, closes it."""
-    from fib_core.bench.evaluation.exchange import receive_arena
-
     arena = receive_arena(message, fds, checker.arena if checker else None)
     if checker is not None:
         checker.arena = arena
@@ -272,8 +278,6 @@ def _judge_reply(judge: Any, task: Any, message: tuple, blob: Any, arena: Any,
                  plugins: set[str]) -> dict:
     """The judge's answer to a check or reference-latency request of ``task``; a failure is
     the judge's own (``failed``), never the solution's."""
-    from fib_core.bench.evaluation.wire import payload_bytes
-
     kind = message[0]
     try:
         if task is None:
@@ -323,14 +327,12 @@ def _hidden_references(trusted: bool) -> list[tuple[str, str]]:
     enough). A trusted worker computes its own references, through that cache."""
     if trusted:
         return []
-    from fib_core.paths import cache_dir
 
     folder = cache_dir() / "reference"
     return [("hide", str(folder.resolve()))] if folder.is_dir() else []
 
 
 def main(argv: list[str] | None = None) -> int:
-    from fib_core.bench.containment.mounts import parse_mount
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--fd", type=int, required=True)
@@ -342,7 +344,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--context-at-start", action="store_true")
     parser.add_argument("--parent", type=int, help="the launching process's pid")
     args = parser.parse_args(argv)
-    from fib_core.bench.containment import sandbox
 
     mark(args.role, "start")  # before the sandbox: the timeline's file is open from here on
     sandbox.die_with_parent(args.parent)  # also when it ended while this one started
@@ -351,7 +352,6 @@ def main(argv: list[str] | None = None) -> int:
         sandbox.forbid_tracing()
     else:
         warnings = sandbox.contain([*args.mount, *_hidden_references(args.trusted)])
-    from fib_core.bench.evaluation.wire import send_frame, socket_from_fd
 
     sock = socket_from_fd(args.fd)
     try:
