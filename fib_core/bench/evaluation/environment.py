@@ -83,7 +83,7 @@ def resolve_device(requested: str) -> str:
     with two H200s, paid by every launcher before it hands its run over, though only the
     judge and the worker make CUDA contexts (a driver that fails then fails there, and
     says so)."""
-    import torch
+    import torch  # imported here: a call pays for torch, importing this module does not
 
     def visible() -> bool:
         return torch.backends.cuda.is_built() and torch.cuda.device_count() > 0
