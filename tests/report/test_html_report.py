@@ -283,3 +283,21 @@ def test_history_plot_labels_time_and_commit_and_shades_repeated_runs(mkrecord) 
     once = [mkrecord({1: 0.01}, solution_hash=h * 64) for h in "12"]
     assert "run it again to see the noise band" in build_html([ReportSection(once[1],
                                                                              history=once)])
+
+
+@pytest.mark.skipif(not plots.plots_available(), reason="matplotlib is not installed")
+def test_roofline_plot_is_logarithmic_when_shares_are_far_below_the_limit(mkrecord) -> None:
+    """A kernel at 0.6 % of its roofline gets a log axis (ticks down to its share), one at 50 %
+    keeps the 0-100 % axis from 0."""
+    def roofline_texts(fraction: float) -> list[str]:
+        rec = mkrecord({1: 0.05, 8: 0.06})
+        for row in rec.results.rows:
+            row.roofline_fraction = fraction
+        svg = re.search(r'data-plot="roofline">(<svg.*?</svg>)',
+                        build_html([ReportSection(rec)]), re.S).group(1)
+        return [t.strip() for t in re.findall(r"<text[^>]*>(.*?)</text>", svg, re.S)]
+
+    small = roofline_texts(0.006)
+    assert "1" in small and "100" in small and "0" not in small  # log: 1, 10, 100; no zero
+    half = roofline_texts(0.5)
+    assert "0" in half and "100" in half  # linear from 0
