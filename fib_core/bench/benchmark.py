@@ -73,7 +73,6 @@ class Benchmark(Engine):
     def evaluate(self, config: BenchmarkConfig | None = None) -> Any:
         """Evaluate everything the config selects; the results as an in-memory TraceSet.
         ``config`` as for :meth:`run`."""
-
         traces = self._evaluate_all(config)
         ts = self.trace_set
         by_definition: dict[str, list[Any]] = {}

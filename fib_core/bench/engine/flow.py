@@ -54,7 +54,6 @@ def check_filters(trace_set: Any, cfg: BenchmarkConfig, prefix: str = "Benchmark
     """A name in ``cfg.definitions``/``cfg.solutions`` that ``trace_set`` lacks is most often a
     typo: a ConfigError naming it (and the closest name), not an empty result. ``prefix``
     names the setting as the caller's user wrote it ("--" on the command line)."""
-
     known = {
         "definitions": list(trace_set.definitions),
         "solutions": [s.name for sols in trace_set.solutions.values() for s in sols],
@@ -133,7 +132,6 @@ class Engine:
         ``workloads`` may be a :class:`fib_core.bench.engine.stream.WorkloadStream` (several GPUs'
         shared queue): each is taken when the previous one is done; ``total`` in the events
         then counts the whole queue's workloads, whoever runs them, ``index`` this run's own."""
-
         callback = on_event or progress or self.on_event
         self._device_kind()  # fixed from the first run on: its workers live on that device
         definition = self._definition(solution)
@@ -282,7 +280,6 @@ class Engine:
         (:func:`fib_core.bench.engine.prestart.launch_early`) when it fits. A worker started while no
         other one runs (``spare=False``) makes its CUDA context as it boots; a spare boots
         beside a timed worker, so it waits for its task."""
-
         mounts = worker_mounts(self.trace_set.root)
         adopted = take_early("worker", self.config.device, mounts,
                              trusted_checks()) if early else None

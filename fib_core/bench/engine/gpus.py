@@ -112,7 +112,6 @@ def workload_costs(definition: str, axes_list: Sequence[dict[str, int]]) -> list
 def physical_ids(gpus: Sequence[int], env: dict[str, str] | None = None) -> list[str]:
     """What each chosen index means in ``CUDA_VISIBLE_DEVICES`` for a child: the parent's own
     list entry when it has one (indices count within what the parent sees)."""
-
     listed = visible_entries(os.environ if env is None else env) or []
     return [listed[g] if g < len(listed) else str(g) for g in gpus]
 
@@ -134,7 +133,6 @@ def visible_gpu_count() -> int | None:
 
     ``CUDA_VISIBLE_DEVICES`` is read as CUDA reads it
     (:func:`fib_core.bench.evaluation.environment.visible_entries`), up to the driver's own count."""
-
     if not _torch_has_cuda():
         return None
     installed = _installed_gpus()
@@ -155,7 +153,6 @@ def _installed_gpus() -> int | None:
 def _torch_has_cuda() -> bool:
     """Whether the installed torch was built with CUDA, read from its ``version.py`` without
     importing it (a CPU build on a GPU machine runs on the CPU: no GPU processes then)."""
-
     folder = torch_package_dir()
     try:
         text = (folder / "version.py").read_text(encoding="utf-8") if folder else ""

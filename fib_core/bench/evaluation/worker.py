@@ -89,10 +89,8 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
     mark("worker", "torch")
     if not device.startswith("cuda"):
         os.environ["TRITON_INTERPRET"] = "1"
-
     ahead = ahead or HeadStart.begin(requested_device, context=False)
     env = collect_environment(device, ahead.smi)
-
     send_frame(sock, {"type": "ready", "device": device, "env": asdict(env), "warnings": warnings})
     mark("worker", "ready")
     current = {"task": -1, "first": -1}
@@ -140,8 +138,6 @@ def serve(sock: Any, requested_device: str, warnings: list[str], trusted: bool =
 def serve_judge(sock: Any, requested_device: str, ahead: HeadStart | None = None) -> int:
     """The judge's loop: checks and reference latencies for the parent, nothing else.
     ``ahead``: what :meth:`HeadStart.begin` started (its context thread included)."""
-
-
     device = resolve_device(requested_device)
     mark("judge", "torch")
     if not device.startswith("cuda"):
