@@ -37,6 +37,7 @@ same code runs on reduced problems; both sizes must be multiples of 128.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 
@@ -208,7 +209,9 @@ def _launch_one(args: tuple, meta: dict, config: TileConfig, dev: torch.device,
             _RESIDENT[key] = per_sm - 1
 
 
+@functools.lru_cache(maxsize=8)
 def _sm_count(device: torch.device) -> int:
+    """Multiprocessor count, queried once per device (the query is not free)."""
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
