@@ -51,7 +51,6 @@ from fib_core.project.entry import display_path, run_script  # noqa: E402
 from fib_core.project.recording import RunRecording  # noqa: E402
 from fib_core.project.run_finish import check_compare_file, finish, merge_shards  # noqa: E402
 from fib_core.project.runflow import (  # noqa: E402
-    SHARD_TARGET,
     RunOptions,
     execute_on_gpus,
     make_request,
@@ -204,7 +203,7 @@ def start_processes_early(opts: RunOptions) -> None:
         dataset, _ = resolve_dataset()
     except FibError:
         return  # the run itself reports the problem, in one line
-    start_early(opts.flags.get("device"), opts.gpus, dataset, SHARD_TARGET)
+    start_early(opts.flags.get("device"), opts.gpus, dataset)
 
 
 def main() -> int:

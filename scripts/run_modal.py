@@ -11,7 +11,8 @@ One-time set-up (see README, "Modal"): `pip install modal`, `modal setup`, then 
 contest dataset once:  modal volume put flashinfer-trace ./mlsys26-contest /dataset
 
 The solution is packed here, the benchmark runs remotely through the same flow as
-run_local.py (fib_core.project.runflow), and the merged table is printed here.
+run_local.py (fib_core.project.runflow.execute: the engine's one-shard run, then the FlashInfer
+baseline on the same workloads), and the merged table is printed here.
 """
 
 from __future__ import annotations
@@ -115,8 +116,9 @@ def find_dataset_root(mount: Path) -> Path | None:
 
 def run_shard_body(request: dict[str, Any], embedded: bool, volume_name: str) -> dict[str, Any]:
     """What one container does: benchmark one shard; errors come back as one line."""
+    from fib_core.bench.engine.shard_run import RunRequest
     from fib_core.errors import FibError
-    from fib_core.project.runflow import RunRequest, execute
+    from fib_core.project.runflow import execute
 
     req = RunRequest(**request)
     if embedded:
@@ -152,8 +154,8 @@ def split_request(request: Any, parallel: int) -> list[Any]:
 
 def collect(results: list[dict[str, Any]]) -> list[Any]:
     """Shard dicts back into ShardResults; a shard's error becomes one FibError line."""
+    from fib_core.bench.engine.shard_run import ShardResult
     from fib_core.errors import FibError
-    from fib_core.project.runflow import ShardResult
 
     errors = sorted({r["error"] for r in results if "error" in r})
     if errors:

@@ -8,7 +8,7 @@ updates an input in place, as the contest's GDN decode baseline does, is allowed
 baseline that cannot run here (its kernels need another GPU, or a package is missing) is not
 tried: the result says why and what to do.
 
-Example (what ``runflow.execute`` does after the solution's run)::
+Example (what the launcher, ``fib_core.project.runflow``, does after the solution's run)::
 
     times = baseline_times(trace_set, "gdn_decode_qk4_v8_d128_k_last", selection, traces, config)
     times.latencies       # {uuid: ms} of the workloads the baseline passed

@@ -30,9 +30,9 @@ from fib_core.bench.evaluation.check import check_outputs, poison_
 from fib_core.bench.evaluation.reference import clone_args, reference_outputs
 from fib_core.bench.evaluation.tolerance import resolve_tolerance
 from fib_core.compile import BuildOptions, build
+from fib_core.dataset.selection import select_workloads
 from fib_core.errors import ConfigError
 from fib_core.project.runflow import build_settings, resolve_device
-from fib_core.project.selection import select_workloads
 
 # The NVTX range around the solution's call: Nsight Compute profiles only kernels inside it.
 NVTX_RANGE = "fib_solution"

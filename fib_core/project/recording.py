@@ -62,7 +62,7 @@ class RunRecording:
         compare_ref: str | None = None,
         html_path: Path | None = None,
     ) -> RunRecording:
-        """The recording of ``request`` (a :class:`~fib_core.project.runflow.RunRequest`)."""
+        """The recording of ``request`` (a :class:`~fib_core.bench.engine.shard_run.RunRequest`)."""
         root = Path(root)
         return cls(
             root=root,

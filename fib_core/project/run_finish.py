@@ -2,8 +2,10 @@
 and the contest score printed, ``--json``/``--traces`` written, the run recorded; the exit
 status (0 only if every workload passed).
 
-:mod:`.runflow` makes the request and executes it; this module is what happens to the
-shards it returns, wherever they ran (here, on several GPUs, on Modal).
+:mod:`.runflow` makes the request and hands it to the engine; this module is what happens
+to the shards that come back, wherever they ran (here, on several GPUs, on Modal). Their
+baseline figures (``ShardResult.baseline``: each Modal shard's own, or a several-GPU run's
+one measurement on its first shard) are merged by the contest score.
 
 Example::
 
@@ -16,10 +18,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fib_core.bench.engine.shard_run import ShardResult
 from fib_core.bench.engine.trace_sink import write_or_fallback
 from fib_core.data.json_io import append_jsonl
 from fib_core.data.trace import EvaluationStatus
-from fib_core.project.runflow import RunOptions, ShardResult
+from fib_core.project.runflow import RunOptions
 
 if TYPE_CHECKING:
     from fib_core.data import Definition, Trace

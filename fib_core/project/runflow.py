@@ -1,47 +1,61 @@
-"""The one benchmark flow behind ``run_local.py`` and ``run_modal.py``.
+"""The one benchmark flow behind ``run_local.py``, ``run_modal.py`` and the serve lanes.
 
-Both launchers do the same three steps, so they share this module instead of copies:
+The launchers do the same steps, so they share this module instead of copies:
 
-1. :func:`make_request` (local): config + CLI flags → a picklable :class:`RunRequest` holding
-   the packed solution, the workload filters, the device and the engine settings, merged once
-   by :func:`fib_core.bench.settings.merge` (the definition's eval.toml < the CPU smoke
-   counts < config.toml < the flags given).
-2. :func:`execute` (wherever the GPU is: this machine, or a Modal container): the dataset (the
-   one already loaded, when local), select the workloads, take this shard's share, benchmark,
-   return a :class:`ShardResult` (traces; plain JSON with :meth:`ShardResult.to_dict` when
-   it crosses to another machine).
-3. :func:`finish` (local): merge shards in workload order, print the table and summary,
-   write ``--json``, show ``--compare``, and give the exit status (non-zero if anything failed).
+1. :func:`make_request` (local): config + CLI flags → a picklable
+   :class:`~fib_core.bench.engine.shard_run.RunRequest` holding the packed solution, the
+   workload filters, the device and the engine settings, merged once by
+   :func:`fib_core.bench.settings.merge` (the definition's eval.toml < the CPU smoke counts <
+   config.toml < the flags given).
+2. :func:`execute` (wherever the GPU is: this machine, a Modal container, a serve lane): the
+   engine's one-shard run (:func:`fib_core.bench.engine.shard_run.execute`: select, take this
+   shard's share, benchmark), then, on a GPU, the FlashInfer baseline on the same workloads
+   for the contest score; a :class:`~fib_core.bench.engine.shard_run.ShardResult` (plain JSON
+   with ``to_dict`` when it crosses to another machine). :func:`execute_on_gpus` is the same
+   on the GPUs of this machine: the engine fans the shard out
+   (:func:`fib_core.bench.engine.gpus.execute_on_gpus`), then the baseline is measured here
+   once, on the whole selection.
+3. :func:`~fib_core.project.run_finish.finish` (local): merge shards in workload order, print
+   the table and summary, write ``--json``, show ``--compare``, and give the exit status
+   (non-zero if anything failed).
+
+The calls go down only: this module calls the engine and the baselines, the engine calls
+neither back.
 
 Example (what ``run_local.py`` does)::
 
     ws = open_workspace("config.toml")
     opts = RunOptions(quick=True, flags={"iterations": 20})
     request = make_request(ws.cfg, ws.pack(), opts)
-    shard = execute(request, trace_set=ws.trace_set)
-    exit_code = finish([shard], ws.definition, opts)
+    shards = execute_on_gpus(request, None, trace_set=ws.trace_set)
+    exit_code = finish(shards, ws.definition, opts)
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fib_core.bench.engine.shard_run import (
+    RunRequest,
+    ShardResult,
+    engine_config,
+    load_dataset,
+    select_for,
+    shard_of,
+)
+from fib_core.bench.engine.shard_run import execute as execute_shard
 from fib_core.errors import ConfigError
-from fib_core.project.selection import select_workloads
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from fib_core.data import Solution, Trace, TraceSet
+    from fib_core.data import Solution, TraceSet
     from fib_core.project.config import KitConfig
     from fib_core.project.recording import RunRecording
 
 # config.toml [build] keys that reach the compiler (fib_core.compile.BuildOptions)
-# What each GPU's process of a several-GPU run runs (the engine imports it there by name,
-# once that process's judge and worker are booting): this module's one-shard execution.
-SHARD_TARGET = "fib_core.project.runflow:execute"
 _BUILD_KEYS = ("cuda_arch", "extra_cuda_cflags", "extra_cflags", "extra_ldflags", "include_dirs")
 
 
@@ -73,72 +87,6 @@ class RunOptions:
     track: bool = False  # --track: every definition of the fork, then the track score
     watch: bool = False  # --watch: run again after each change to the solution or config
     strict: bool = False  # --strict: also fail errors large against the outputs' own scale
-
-
-@dataclass
-class RunRequest:
-    """Everything a worker machine needs; plain data so it pickles across Modal."""
-
-    solution: dict[str, Any]
-    definition: str
-    filters: list[str] | None
-    quick: bool
-    # BenchmarkConfig fields above its defaults: every layer merged (fib_core.bench.settings).
-    engine: dict[str, Any]
-    build: dict[str, Any] = field(default_factory=dict)
-    device: str | None = None  # "cuda" | "cpu", resolved once by make_request
-    dataset_path: str | None = None
-    shard: int = 0
-    num_shards: int = 1
-    cross_check: bool = False  # also time each workload with every timer (GPU only)
-    contest: bool = False
-    # Several GPUs of this machine: the selection's positions in the order of the queue the
-    # GPUs share (fib_core.bench.engine.work_queue); the shard takes its workloads from that queue.
-    # None = this shard runs its round-robin share (``shard_of``).
-    queue: list[int] | None = None
-    # Also time the FlashInfer baseline on these workloads (cached), for the contest score.
-    baseline: bool = True
-
-    def for_shard(self, index: int, count: int) -> RunRequest:
-        return RunRequest(**{**asdict(self), "shard": index, "num_shards": count})
-
-    def uses_quick_subset(self, device: str | None) -> bool:
-        """The quick subset: asked for (``--quick``), or a CPU run whose workloads nobody
-        named (the CPU smoke run's default; workloads named by ``--workloads`` or config.toml
-        still win)."""
-        return self.quick or (device == "cpu" and not self.filters)
-
-
-@dataclass
-class ShardResult:
-    """One shard's outcome: its traces, and what the table needs to know about the run.
-
-    ``traces`` may be given as JSON dicts (a shard back from another machine): they are read
-    into :class:`~fib_core.data.Trace` objects on construction."""
-
-    shard: int
-    order: list[str]  # uuids of the whole selection, for merging in order
-    traces: list[Any]  # Trace
-    device: str
-    gpu_name: str | None
-    messages: list[str] = field(default_factory=list)
-    cross_check: list[dict[str, Any]] = field(default_factory=list)  # CrossCheckRow dicts
-    cross_check_notes: list[str] = field(default_factory=list)  # e.g. "needs a CUDA GPU"
-    total_workloads: int | None = None  # the definition's workloads in the dataset
-    quick: bool = False  # the selection is the quick subset
-    author: str | None = None
-    # The FlashInfer baseline's latencies on this shard's workloads, or why there are none
-    # (fib_core.baselines.measure.BaselineTimes as a dict); None: not asked (a CPU run).
-    baseline: dict[str, Any] | None = None
-
-    def __post_init__(self) -> None:
-        from fib_core.data import Trace  # imported here: pydantic (~150 ms), see execute
-
-        self.traces = [Trace.from_dict(t) if isinstance(t, dict) else t for t in self.traces]
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able data (traces as dicts), for a shard crossing to another machine."""
-        return {**asdict(replace(self, traces=[])), "traces": [t.to_dict() for t in self.traces]}
 
 
 def make_request(
@@ -213,130 +161,27 @@ def resolve_device(requested: str | None) -> str:
     return engine_device(requested or "auto").split(":")[0]
 
 
-def shard_of(items: list, index: int, count: int) -> list:
-    """Round-robin share ``index`` of ``count``: big and small workloads spread evenly."""
-    return items[index::count]
-
-
-def select_for(request: RunRequest, trace_set: Any, device: str) -> list[Trace]:
-    """The request's workloads, in dataset order (see :meth:`RunRequest.uses_quick_subset`;
-    an untagged dataset's quick subset is the smallest by the definition's roofline size)."""
-    workloads = trace_set.workloads.get(request.definition, [])
-    if not workloads:
-        raise ConfigError(f"the dataset has no workloads for {request.definition}")
-    return select_workloads(
-        workloads,
-        request.filters,
-        quick=request.uses_quick_subset(device),
-        definition=request.definition,
-    )
 
 
 def execute(
     request: RunRequest,
     on_event: Callable[[Any], None] | None = None,
     trace_set: TraceSet | None = None,
-    queue: Any = None,
 ) -> ShardResult:
-    """Benchmark the request's shard here and return its traces (runs on the GPU machine).
+    """The request's shard benchmarked here (the engine's one-shard run), and on a GPU the
+    FlashInfer baseline's figures on the same workloads (``ShardResult.baseline``, cached per
+    GPU model and FlashInfer version), for the contest score.
 
-    ``trace_set``: the request's dataset when the caller has it loaded already (a local run);
-    None loads ``request.dataset_path`` (another machine, another process). ``queue``: this
-    GPU's :class:`fib_core.bench.engine.work_queue.QueueTaker`, for a request with ``queue`` set."""
-    # Imported here for start-up time: a launcher imports this module before it hands over.
-    from fib_core.bench import Benchmark
-    from fib_core.bench.evaluation.timeline import mark
-    from fib_core.data import Solution
+    ``trace_set``: the request's dataset when the caller has it loaded already (a local run, a
+    serve lane); None loads ``request.dataset_path`` (a Modal container).
 
-    device = request.device or resolve_device(None)
-    path, trace_set = _dataset(request, trace_set)
-    mark("execute", "dataset")
-    if request.definition not in trace_set.definitions:
-        raise ConfigError(f"definition {request.definition} is not in the dataset at {path}")
-    selection = select_for(request, trace_set, device)
-    mine, stream = _shard_workloads(request, trace_set, selection, queue)
-    config = _engine_config(request, device)
-    solution = Solution.from_dict(request.solution)
-    mark("execute", "selected")
-    with Benchmark(trace_set, config) as bench:
-        if stream is not None:
-            traces = bench.run_solution(solution, stream, on_event=on_event)
-            mine = stream.taken
-        else:
-            traces = bench.run_solution(solution, mine, on_event=on_event) if mine else []
-    mark("execute", "closed")
-    # The GPU's name as the judge recorded it: this process may have no CUDA context, and
-    # making one to ask costs about half a second at the end of every run.
-    gpu = next((t.evaluation.environment.hardware for t in traces
-                if t.evaluation is not None), None) if device == "cuda" else None
-    result = ShardResult(
-        shard=request.shard,
-        order=[t.workload.uuid for t in selection],
-        traces=list(traces),
-        device=device,
-        gpu_name=gpu,
-        total_workloads=len(trace_set.workloads.get(request.definition, [])),
-        quick=request.uses_quick_subset(device),
-        author=solution.author,
-    )
-    if device == "cuda" and request.baseline:
-        from fib_core.baselines.measure import shard_baseline  # only runs that measure it
-
-        result.baseline = shard_baseline(
-            trace_set, request.definition, mine, traces, config, on_event=on_event
-        )
-    if request.cross_check:
-        from fib_core.bench.cross_check import cross_check_shard  # only --cross-check runs
-
-        result.cross_check, result.cross_check_notes = cross_check_shard(
-            request, mine, device, path
-        )
-    return result
-
-
-def _shard_workloads(request: RunRequest, trace_set: Any, selection: list, queue: Any
-                     ) -> tuple[list, Any]:
-    """This shard's workloads (its round-robin share), or, with a queue the GPUs share, none
-    yet and the stream that takes them from the queue; their blobs checked first."""
-    # Imported here for start-up time (see execute).
-    from fib_core.bench.engine.stream import WorkloadStream
-    from fib_core.project.dataset_checks import check_blobs
-
-    if request.queue is None:
-        mine = shard_of(selection, request.shard, request.num_shards)
-        check_blobs(trace_set, request.definition, [t.workload for t in mine])
-        return mine, None
-    if queue is None:
-        raise ValueError("a request with a shared queue's order needs that queue")
-    if sorted(request.queue) != list(range(len(selection))):
-        raise ValueError("the shared queue's order is not this shard's selection")
-    check_blobs(trace_set, request.definition, [t.workload for t in selection])
-    return [], WorkloadStream([selection[i] for i in request.queue], queue)
-
-
-def _engine_config(request: RunRequest, device: str) -> Any:
-    """The request's BenchmarkConfig on ``device``."""
-    # Imported here for start-up time (see execute).
-    from fib_core.bench import BenchmarkConfig
-    from fib_core.compile import BuildOptions
-
-    engine = dict(request.engine)
-    extra = dict(engine.pop("extra", None) or {})
-    if request.contest:  # the reference timed as the judge does (its counts, a set per trial)
-        extra["reference_protocol"] = "judge"
-    return BenchmarkConfig(
-        device=device, build_options=BuildOptions(**request.build), extra=extra, **engine
-    )
-
-
-def _dataset(request: RunRequest, trace_set: TraceSet | None) -> tuple[Path, TraceSet]:
-    """The request's dataset folder, and its TraceSet (``trace_set`` when given)."""
-    # Imported here for start-up time (see execute).
-    from fib_core.data import TraceSet
-    from fib_core.dataset import default_dataset_path
-
-    path = Path(request.dataset_path) if request.dataset_path else default_dataset_path()
-    return path, trace_set if trace_set is not None else TraceSet.from_path(path)
+    Example: ``execute(request.for_shard(1, 4))`` in one of four Modal containers."""
+    _, trace_set = load_dataset(request, trace_set)
+    shard = execute_shard(request, on_event=on_event, trace_set=trace_set)
+    if shard.device == "cuda" and request.baseline:
+        mine = shard_of(select_for(request, trace_set, "cuda"), request.shard, request.num_shards)
+        shard.baseline = _baseline(request, trace_set, mine, shard.traces, "cuda", on_event)
+    return shard
 
 
 def execute_on_gpus(
@@ -345,17 +190,36 @@ def execute_on_gpus(
     on_event: Callable[[Any], None] | None = None,
     trace_set: TraceSet | None = None,
 ) -> list[ShardResult]:
-    """Benchmark on several GPUs of this machine (``gpus``: "0,1", "1", None = every visible
-    one): one process per GPU, each taking workloads from a queue they share
-    (:mod:`fib_core.bench.engine.gpus`, :mod:`fib_core.bench.engine.work_queue`). One
-    GPU, or a CPU run, is :func:`execute` here (on ``trace_set`` when given); which of the two,
-    the engine's :func:`~fib_core.bench.engine.gpus.gpus_for_run` says."""
-    from fib_core.bench.engine import gpus as gpu_plan  # here for start-up time (see execute)
+    """Benchmark on the GPUs of this machine ``gpus`` names ("0,1", "1", None = every visible
+    one; a CPU run, or one GPU nobody named, runs in this process): the engine's fan-out
+    (:func:`fib_core.bench.engine.gpus.execute_on_gpus`), then on a GPU the FlashInfer baseline
+    measured here once, on the whole selection, on the first of those GPUs; its figures go
+    with the first shard (``finish`` merges the shards' figures).
 
-    ids = gpu_plan.gpus_for_run(request.device, gpus)
-    if ids is None:
-        return [execute(request, on_event=on_event, trace_set=trace_set)]
-    _, trace_set = _dataset(request, trace_set)
-    selection = select_for(request, trace_set, "cuda")
-    plan = gpu_plan.plan_queue(request, selection, len(ids))
-    return gpu_plan.run_on_gpus(plan, ids, on_event=on_event, target=SHARD_TARGET)
+    Example: ``finish(execute_on_gpus(request, "0,1", trace_set=ws.trace_set), definition,
+    opts)``."""
+    # Imported here for start-up time: the engine's processes module loads pydantic and the
+    # pool (~0.5 s), and a launcher imports this module before it starts them early.
+    from fib_core.bench.engine.gpus import execute_on_gpus as fan_out
+    from fib_core.bench.engine.gpus import first_gpu
+
+    _, trace_set = load_dataset(request, trace_set)
+    shards = fan_out(request, gpus, on_event=on_event, trace_set=trace_set)
+    if shards[0].device == "cuda" and request.baseline:
+        traces = [t for s in shards for t in s.traces]
+        shards[0].baseline = _baseline(request, trace_set, select_for(request, trace_set, "cuda"),
+                                       traces, first_gpu(gpus), on_event)
+    return shards
+
+
+def _baseline(request: RunRequest, trace_set: TraceSet, workloads: list, traces: list,
+              device: str, on_event: Callable[[Any], None] | None) -> dict[str, Any]:
+    """The FlashInfer baseline's figures on ``workloads`` (their records), measured on
+    ``device`` with the request's settings where the cache lacks them; the GPU model is the
+    one ``traces`` (the solution's) were measured on."""
+    # Imported here for start-up time: the baselines load the engine (torch); only a GPU run
+    # that asks for the contest score measures them.
+    from fib_core.baselines.measure import shard_baseline
+
+    return shard_baseline(trace_set, request.definition, workloads, traces,
+                          engine_config(request, device), on_event=on_event)

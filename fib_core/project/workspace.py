@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 from fib_core.data import TraceSet
 from fib_core.data.errors import DatasetNotFoundError
 from fib_core.dataset import default_dataset_path
+from fib_core.dataset.checks import name_dataset_variable
 from fib_core.project.config import KitConfig, check_definition_exists, load_config
-from fib_core.project.dataset_checks import name_dataset_variable
 from fib_core.project.pack import pack_solution
 from fib_core.project.track import definition_config
 

@@ -1,6 +1,7 @@
 """One device's evaluation process: it holds the dataset and runs each request it is sent
-through :func:`fib_core.project.runflow.execute`, the flow ``run_local.py`` runs on one GPU
-(sandboxed worker, the judge, the same settings and timers), then sends the traces back.
+through :func:`fib_core.project.runflow.execute` (the engine's one-shard run, then the
+FlashInfer baseline on a GPU), the flow ``run_local.py`` runs on one GPU (sandboxed worker,
+the judge, the same settings and timers), then sends the traces back.
 
 It is kit code only: solutions run in the workers the engine starts from here, inside their
 sandbox. A GPU lane sees its GPU alone (``CUDA_VISIBLE_DEVICES``), as the several-GPU run's
@@ -16,9 +17,10 @@ import traceback
 from typing import Any
 
 from fib_core.bench.containment.sandbox import die_with_parent
+from fib_core.bench.engine.shard_run import RunRequest
 from fib_core.bench.events import Log
 from fib_core.errors import FibError
-from fib_core.project.runflow import RunRequest, execute
+from fib_core.project.runflow import execute
 
 _WARNED: set[str] = set()
 

@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fib_core.bench.engine.shard_run import RunRequest
 from fib_core.bench.grading import eval_settings
 from fib_core.bench.settings import merge
 from fib_core.errors import FibError, SchemaError
-from fib_core.project.runflow import RunRequest
 from fib_core.serve.tasks import Task, TaskStore
 
 log = logging.getLogger("fib_core.serve")

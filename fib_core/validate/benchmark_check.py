@@ -13,8 +13,8 @@ from typing import Any
 from fib_core.bench import Benchmark, BenchmarkConfig
 from fib_core.data import Solution
 from fib_core.data.traceset import TraceSet
+from fib_core.dataset.selection import select_workloads
 from fib_core.project.runflow import resolve_device
-from fib_core.project.selection import select_workloads
 from fib_core.validate.checks import BASELINE_AUTHOR, error, failure, info
 from fib_core.validate.context import DefinitionContext
 from fib_core.validate.report import CheckMessage

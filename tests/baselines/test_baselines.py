@@ -296,9 +296,10 @@ def test_a_gpu_runs_finish_prints_and_keeps_the_contest_score(tmp_path):
     the terminal, and contest_score in the --json file."""
     from rich.console import Console
 
+    from fib_core.bench.engine.shard_run import ShardResult
     from fib_core.data import Definition
     from fib_core.project.run_finish import finish
-    from fib_core.project.runflow import RunOptions, ShardResult
+    from fib_core.project.runflow import RunOptions
 
     definition = Definition.from_dict(registry.get(DECODE).definition_dict())
     traces = [_trace("w1", 0.5), _trace("w2", 0.25)]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from fib_core.bench.engine.shard_run import RunRequest, select_for
 from fib_core.data import Trace, TraceSet
 from fib_core.dataset import embedded_dataset_path
+from fib_core.dataset.selection import select_workloads
 from fib_core.project.recording import run_config
-from fib_core.project.runflow import RunRequest, select_for
-from fib_core.project.selection import select_workloads
 
 DECODE = "gdn_decode_qk4_v8_d128_k_last"
 INDEXER = "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64"

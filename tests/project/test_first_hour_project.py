@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from fib_core.bench.engine.shard_run import ShardResult
 from fib_core.data.workload import Workload
-from fib_core.project.dataset_checks import DatasetCheckError, check_blobs
+from fib_core.dataset.checks import DatasetCheckError, check_blobs
 from fib_core.project.run_finish import finish, merge_shards, run_scope
-from fib_core.project.runflow import RunOptions, ShardResult
+from fib_core.project.runflow import RunOptions
 from fib_core.project.workspace import open_workspace
 
 POINTER = b"version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 1234\n"

@@ -18,9 +18,9 @@ from fib_core.bench.engine.gpus import (
     visible_gpu_count,
     workload_costs,
 )
+from fib_core.bench.engine.shard_run import RunRequest, ShardResult
 from fib_core.errors import ConfigError, FibError
 from fib_core.project.run_finish import merge_shards
-from fib_core.project.runflow import RunRequest, ShardResult
 
 DECODE = "gdn_decode_qk4_v8_d128_k_last"
 
@@ -100,7 +100,7 @@ FAKE_EXECUTE = """
 import os
 import time
 from fib_core.bench.events import Log
-from fib_core.project.runflow import ShardResult
+from fib_core.bench.engine.shard_run import ShardResult
 
 
 def fake_execute(request, on_event=None, queue=None):
@@ -145,7 +145,7 @@ def test_one_process_per_gpu_with_its_device_and_events_forwarded(fake_target) -
     uuids = [f"w{i}" for i in range(6)]
     plan = _plan(uuids, sizes=[1, 2, 4, 8, 16, 32])
     events: list = []
-    shards = run_on_gpus(plan, ["3", "7"], on_event=events.append, target=fake_target)
+    shards = run_on_gpus(plan, ["3", "7"], on_event=events.append, run_shard=fake_target)
     assert [s.shard for s in shards] == [0, 1]
     assert [s.messages for s in shards] == [["3"], ["7"]]  # each child saw only its GPU
     assert sorted(e.message for e in events) == ["shard 0 on 3", "shard 1 on 7"]
@@ -162,7 +162,7 @@ def test_a_user_error_in_a_child_is_one_line(fake_target) -> None:
     plan = _plan(["w0"], gpus=1, request=RunRequest(
         solution={}, definition="broken", filters=None, quick=False, engine={}))
     with pytest.raises(FibError, match="GPU 0: config.toml") as info:
-        run_on_gpus(plan, ["0"], target=fake_target)
+        run_on_gpus(plan, ["0"], run_shard=fake_target)
     assert "\n" not in str(info.value)
 
 
@@ -177,7 +177,7 @@ def test_one_gpu_failing_ends_the_run_without_the_rest_of_the_queue(
                          engine={})
     uuids = [f"w{i}" for i in range(100)]  # 5 s for the other GPU alone
     with pytest.raises(FibError, match=message):
-        run_on_gpus(_plan(uuids, request=request), ["3", "7"], target=fake_target)
+        run_on_gpus(_plan(uuids, request=request), ["3", "7"], run_shard=fake_target)
     ran = int((tmp_path / "shard1").read_text())
     assert ran < 60  # it took no workload once the failure was in
 
@@ -195,7 +195,7 @@ def test_a_failing_event_callback_stops_the_gpu_processes_at_once(
         raise BrokenPipeError("stdout closed")
 
     with pytest.raises(BrokenPipeError):
-        run_on_gpus(_plan(uuids), ["3", "7"], on_event=on_event, target=fake_target)
+        run_on_gpus(_plan(uuids), ["3", "7"], on_event=on_event, run_shard=fake_target)
     assert not list(tmp_path.glob("shard*"))  # a child that ran to its end writes its count
 
 
@@ -204,14 +204,14 @@ import sys
 sys.path[:0] = [{root!r}, {fake!r}]
 import fake_gpu_target
 from fib_core.bench.engine import gpus
-from fib_core.project.runflow import RunRequest
+from fib_core.bench.engine.shard_run import RunRequest
 from types import SimpleNamespace
 
 if __name__ == "__main__":
     request = RunRequest(solution={{}}, definition="d", filters=None, quick=False, engine={{}})
     selection = [SimpleNamespace(workload=SimpleNamespace(uuid="w0", axes={{}}))]
     gpus.run_on_gpus(gpus.plan_queue(request, selection, 2), ["0", "1"],
-                     target=fake_gpu_target.fake_execute)
+                     run_shard=fake_gpu_target.fake_execute)
 """
 
 
@@ -298,7 +298,7 @@ def test_which_gpus_get_a_process_before_the_run(
 
 
 def _prestarted(fake_target, ids=("3", "7")) -> gpus.ShardProcesses:
-    gpus.prestart(list(ids), "auto", None, target=fake_target)
+    gpus.prestart(list(ids), "auto", None, run_shard=fake_target)
     assert gpus._prestarted is not None
     return gpus._prestarted
 
@@ -334,7 +334,7 @@ def test_a_run_takes_one_process_per_gpu_or_stays_in_the_launcher(
 
 def test_prestarted_processes_serve_the_run_on_their_gpus(fake_target) -> None:
     waiting = _prestarted(fake_target)
-    shards = run_on_gpus(_plan(["w0", "w1", "w2"]), ["3", "7"], target=fake_target)
+    shards = run_on_gpus(_plan(["w0", "w1", "w2"]), ["3", "7"], run_shard=fake_target)
     assert [s.messages for s in shards] == [["3"], ["7"]]
     assert gpus._prestarted is None  # taken by the run
     assert all(p.exitcode == 0 for p in waiting.procs)  # the very processes started before
@@ -371,7 +371,7 @@ def test_prestarted_processes_that_do_not_fit_the_run_are_stopped(
     else:
         request.dataset_path = str(tmp_path)
     plan = _plan(["w0", "w1"], gpus=len(ids), request=request)
-    shards = run_on_gpus(plan, ids, target=fake_target)
+    shards = run_on_gpus(plan, ids, run_shard=fake_target)
     assert [s.messages for s in shards] == [[i] for i in ids]  # new processes ran it
     assert gpus._prestarted is None
     assert all(p.exitcode not in (0, None) for p in waiting.procs)  # stopped, not served
@@ -386,7 +386,7 @@ def test_a_request_that_cannot_be_sent_fails_at_once_and_stops_the_processes(
     plan = _plan(["w0", "w1"])
     plan.requests[0].engine["extra"] = {"lock": threading.Lock()}  # not picklable
     with pytest.raises(TypeError, match="pickle"):
-        run_on_gpus(plan, ["3", "7"], target=fake_target)
+        run_on_gpus(plan, ["3", "7"], run_shard=fake_target)
     assert not any(p.is_alive() for p in waiting.procs)
 
 
@@ -406,7 +406,7 @@ def test_a_failed_start_stops_the_processes_already_started(
 
     monkeypatch.setattr(SpawnProcess, "start", start)
     with pytest.raises(OSError, match="temporarily"):
-        gpus.ShardProcesses(["3", "7"], "auto", None, target=fake_target)
+        gpus.ShardProcesses(["3", "7"], "auto", None, run_shard=fake_target)
     assert len(started) == 1 and not started[0].is_alive()
 
 
@@ -430,9 +430,10 @@ def started_by(parents):
 
 if __name__ == "__main__":
     real = sys.argv[2] == "real"  # each process boots a CPU judge and worker, as a run would
-    gpus.prestart(["0", "1"], "cpu", None,
-                  target="fib_core.project.runflow:execute" if real
-                  else fake_gpu_target.fake_execute)
+    if real:  # the engine's own one-shard run
+        gpus.prestart(["0", "1"], "cpu", None)
+    else:
+        gpus.prestart(["0", "1"], "cpu", None, run_shard=fake_gpu_target.fake_execute)
     children = [str(p.pid) for p in gpus._prestarted.procs]
     print(" ".join(children), flush=True)
     if sys.argv[3] == "started":  # until a judge or worker of each process is up

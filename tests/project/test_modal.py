@@ -103,7 +103,7 @@ def test_empty_volume_gives_one_line_with_the_fix(run_modal, monkeypatch, tmp_pa
 
 
 def test_split_request_covers_every_workload_once(run_modal) -> None:
-    from fib_core.project.runflow import RunRequest, shard_of
+    from fib_core.bench.engine.shard_run import RunRequest, shard_of
 
     req = RunRequest(solution={}, definition="d", filters=None, quick=False, engine={})
     shards = run_modal.split_request(req, 3)
@@ -132,8 +132,8 @@ def test_remote_body_runs_in_process_and_shards_merge_to_the_unsharded_run(
     run_modal, request_dict
 ) -> None:
     """`.local()` runs the container's body here; 2 shards merge into the 1-shard result."""
+    from fib_core.bench.engine.shard_run import RunRequest
     from fib_core.project.run_finish import merge_shards
-    from fib_core.project.runflow import RunRequest
 
     whole = run_modal.run_shard.local(request_dict, True, "unused")
     assert "error" not in whole, whole.get("error")

@@ -88,9 +88,10 @@ def test_full_disk_file_size_limit(tmp_path, make_dataset, cache_dir):
 
 
 def test_results_json_path_is_a_directory(tmp_path, monkeypatch, capsys):
+    from fib_core.bench.engine.shard_run import ShardResult
     from fib_core.data import Definition
     from fib_core.project.run_finish import finish
-    from fib_core.project.runflow import RunOptions, ShardResult
+    from fib_core.project.runflow import RunOptions
 
     from .conftest import TOY_DEFINITION
 

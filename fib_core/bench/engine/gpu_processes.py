@@ -1,5 +1,6 @@
-"""The processes of a several-GPU run: one per GPU, each running the launcher's shard
-function on the workloads it takes from the queue the GPUs share.
+"""The processes of a several-GPU run: one per GPU, each running the engine's one-shard
+execution (:func:`fib_core.bench.engine.shard_run.execute`) on the workloads it takes from the
+queue the GPUs share.
 
 Each child starts fresh (spawn) with ``CUDA_VISIBLE_DEVICES`` naming its GPU alone, starts its
 judge and first worker at once, imports the engine beside them, then waits for its request.
@@ -10,7 +11,6 @@ GPUs, and collects their results; what a run's GPUs are, and when these processe
 
 from __future__ import annotations
 
-import importlib
 import multiprocessing
 import os
 import pickle
@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 
 from fib_core.bench.containment.sandbox import die_with_parent
 from fib_core.bench.engine.prestart import discard_early, environment_print, launch_early
+from fib_core.bench.engine.shard_run import execute
 from fib_core.bench.engine.work_queue import QueuePlan, QueueTaker, WorkQueue
 from fib_core.bench.evaluation.timeline import mark
 from fib_core.bench.events import (
@@ -36,9 +37,10 @@ from fib_core.bench.events import (
 from fib_core.errors import FibError
 from fib_core.paths import remove_private_dirs
 
-# What a GPU's process runs: "module:function" (a real run: its judge and worker start first,
-# then the function is imported), or a module-level function (nothing starts early: tests).
-Target = Callable[..., Any] | str
+# What a GPU's process runs: the engine's one-shard execution (its judge and worker start
+# first, beside the engine's imports), or a stand-in module-level function with the same
+# signature (nothing starts early: the tests of the processes themselves).
+ShardFunction = Callable[..., Any]
 
 
 class ShardProcesses:
@@ -54,10 +56,10 @@ class ShardProcesses:
     and removes their folder."""
 
     def __init__(self, device_ids: Sequence[str], device: str, dataset_root: str | None,
-                 target: Target) -> None:
+                 run_shard: ShardFunction = execute) -> None:
         ctx = multiprocessing.get_context("spawn")
         self.device_ids = list(device_ids)
-        self.target = target
+        self.run_shard = run_shard
         # What the children took from here at start, for run_on_gpus's fit check.
         self.device, self.dataset_root = device, dataset_root
         self.environment = environment_print()
@@ -76,7 +78,7 @@ class ShardProcesses:
         self.procs = [
             ctx.Process(target=_child,
                         args=(dev, QueueTaker(self.queue, index), writer, inbox, device,
-                              dataset_root, target, os.getpid()),
+                              dataset_root, run_shard, os.getpid()),
                         daemon=False)
             for index, (dev, inbox, (_, writer)) in enumerate(
                 zip(self.device_ids, self.inboxes, pipes, strict=True))
@@ -94,25 +96,27 @@ class ShardProcesses:
             for _, writer in pipes:
                 writer.close()
 
-    def fits(self, device_ids: Sequence[str], target: Target, request: Any) -> bool:
+    def fits(self, device_ids: Sequence[str], run_shard: ShardFunction, request: Any) -> bool:
         """Whether these children can run ``request`` on ``device_ids``: the same GPUs, the
-        same target, and what they took at start (device, dataset, cache folder) still true."""
+        same shard function, and what they took at start (device, dataset, cache folder)
+        still true."""
         return (
             self.device_ids == list(device_ids)
-            and self.target == target
+            and self.run_shard is run_shard
             and self.device in (request.device, "auto")
             and self.dataset_root == request.dataset_path
             and self.environment == environment_print()
         )
 
     def standing(self, device_ids: Sequence[str], device: str, dataset_root: str | None,
-                 target: Target) -> bool:
+                 run_shard: ShardFunction) -> bool:
         """Whether these children, started with these settings, still wait unserved and alive
         (a new :func:`prestart` with the same settings then keeps them)."""
         return (
             not self.served
             and self.device_ids == list(device_ids)
-            and (self.device, self.dataset_root, self.target) == (device, dataset_root, target)
+            and (self.device, self.dataset_root) == (device, dataset_root)
+            and self.run_shard is run_shard
             and self.environment == environment_print()
             and all(proc.is_alive() for proc in self.procs)
         )
@@ -193,19 +197,19 @@ class ShardProcesses:
 
 
 def _child(device_id: str, queue: QueueTaker, report: Any, inbox: Any, device: str,
-           dataset_root: str | None, target: Target, parent: int) -> None:
-    """Child process: this GPU only; boot, wait for the request, run the usual shard
-    execution; events and the outcome go to the parent (``parent``) through ``report``. SIGTERM (the parent's ``close``, or the
-    parent's death) ends it at once: its judge and worker are killed (those of a run it was
-    serving die with it) and its folders removed."""
+           dataset_root: str | None, run_shard: ShardFunction, parent: int) -> None:
+    """Child process: this GPU only; boot, wait for the request, run ``run_shard`` on it (the
+    engine's one-shard execution); events and the outcome go to the parent (``parent``)
+    through ``report``. SIGTERM (the parent's ``close``, or the parent's death) ends it at
+    once: its judge and worker are killed (those of a run it was serving die with it) and its
+    folders removed."""
     role = f"gpu{device_id}"
     mark(role, "start")
     _bind_to_gpu(device_id, report, parent)
     try:
-        if isinstance(target, str):  # the real run: its judge and worker boot while this
-            # one imports
+        if run_shard is execute:  # the real run: its judge and worker boot while this one
+            # imports the engine
             launch_early(device, dataset_root)
-            target = _named(target)
             preload_engine()
         mark(role, "imported")
         payload = _wait_for_request(inbox, parent)
@@ -213,8 +217,8 @@ def _child(device_id: str, queue: QueueTaker, report: Any, inbox: Any, device: s
             return
         request = pickle.loads(payload)
         mark(role, "request")
-        shard = target(request, on_event=lambda event: report.send(("event", event)),
-                       queue=queue)
+        shard = run_shard(request, on_event=lambda event: report.send(("event", event)),
+                          queue=queue)
         report.send(("result", shard))
         mark(role, "reported")
         _leave_after_report(report)
@@ -274,12 +278,6 @@ def preload_engine() -> None:
 
     import fib_core.bench.engine.flow  # noqa: F401
     import fib_core.bench.evaluation.inputs  # noqa: F401
-
-
-def _named(target: str) -> Callable[..., Any]:
-    """The function ``"module:function"`` names, imported (a GPU process's run)."""
-    module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)
 
 
 def _wait_for_request(inbox: Any, parent: int) -> bytes | None:

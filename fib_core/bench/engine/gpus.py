@@ -2,21 +2,22 @@
 
 ``run_local.py`` uses every visible GPU (``--gpus 0,1`` or ``--gpus 1`` to choose). Each GPU
 gets its own child process, started fresh (spawn) with ``CUDA_VISIBLE_DEVICES`` naming that
-GPU alone, and runs the function the launcher names (the kit's run_local names
-``fib_core.project.runflow:execute``, the usual one-GPU run), taking its workloads
-one at a time from a queue the GPUs share (:mod:`.work_queue`: size order, one GPU from each
-end; the processes themselves: :mod:`.gpu_processes`), each with its own persistent worker and its own build and reference caches
-in memory (the disk caches are shared; their writes are atomic). The parent forwards the
+GPU alone, and runs the engine's one-shard execution (:func:`.shard_run.execute`, the usual
+one-GPU run), taking its workloads one at a time from a queue the GPUs share
+(:mod:`.work_queue`: size order, one GPU from each end; the processes themselves:
+:mod:`.gpu_processes`), each with its own persistent worker and its own build and reference
+caches in memory (the disk caches are shared; their writes are atomic). The parent forwards the
 children's progress events, numbered across GPUs, and merges their traces in the selection's
 order, so the table reads as a one-GPU run's. A launcher calls :func:`start_early` first, so
 that these processes (or, on one GPU, the run's judge and first worker) boot while it imports
 torch, loads the dataset and packs.
 
-The engine imports nothing of the launcher: the function each GPU's process runs comes by
-name, ``"module:function"``, imported in that process once its judge and worker are booting.
+The engine imports nothing of the launcher, and calls nothing of it: a launcher hands its
+request down to :func:`execute_on_gpus` and adds what it adds (the FlashInfer baseline's
+figures) to the shards it gets back.
 
-Example (the plan; ``run_on_gpus(plan_queue(request, selection, 2), physical_ids([0, 1]),
-target="fib_core.project.runflow:execute")`` then runs it):
+Example (the plan; ``run_on_gpus(plan_queue(request, selection, 2), physical_ids([0, 1]))``
+then runs it; ``execute_on_gpus(request, "0,1")`` does all of it):
 
 >>> parse_gpus("0,1", visible=2)
 [0, 1]
@@ -34,8 +35,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from fib_core.bench.engine.gpu_processes import ShardProcesses, Target
+from fib_core.bench.engine.gpu_processes import ShardFunction, ShardProcesses
 from fib_core.bench.engine.prestart import discard_early, launch_early
+from fib_core.bench.engine.shard_run import (
+    RunRequest,
+    ShardResult,
+    execute,
+    load_dataset,
+    select_for,
+)
 from fib_core.bench.engine.work_queue import QueuePlan, queue_plan
 from fib_core.bench.evaluation.environment import visible_entries
 from fib_core.bench.evaluation.timeline import mark
@@ -165,8 +173,7 @@ _prestarted: ShardProcesses | None = None
 _exit_hook_registered = False
 
 
-def start_early(device: str | None, gpus: str | None, dataset_root: str | Path | None,
-                target: str) -> None:
+def start_early(device: str | None, gpus: str | None, dataset_root: str | Path | None) -> None:
     """What a launcher calls first, before it imports torch: the processes of the run it is
     about to make start booting now (seconds: interpreter, torch, CUDA context), side by side
     with its own imports, dataset and packing.
@@ -175,12 +182,10 @@ def start_early(device: str | None, gpus: str | None, dataset_root: str | Path |
     visible): one :class:`ShardProcesses` child per GPU, which :func:`run_on_gpus` uses when
     the run's GPUs and settings are these. Otherwise, one GPU or unknown: the judge and first
     worker of a one-GPU run (:func:`fib_core.bench.engine.prestart.launch_early`).
-    ``device``: the
-    ``--device`` flag (None = auto); "cpu" starts only the CPU run's processes; ``target``:
-    what each GPU's process will run, ``"module:function"`` (see :func:`run_on_gpus`).
+    ``device``: the ``--device`` flag (None = auto); "cpu" starts only the CPU run's
+    processes.
 
-    Example: ``start_early(None, "0,1", "/path/to/dataset", "fib_core.project.runflow:execute")``
-    at the top of a launcher's main.
+    Example: ``start_early(None, "0,1", "/path/to/dataset")`` at the top of a launcher's main.
     """
 
     mark("launcher", "start_early")
@@ -190,17 +195,18 @@ def start_early(device: str | None, gpus: str | None, dataset_root: str | Path |
         discard_prestarted()
         launch_early(device or "auto", root)
         return
-    prestart(physical_ids(ids), device or "auto", root, target)
+    prestart(physical_ids(ids), device or "auto", root)
 
 
 def prestart(device_ids: Sequence[str], device: str, dataset_root: str | None,
-             target: Target) -> None:
+             run_shard: ShardFunction = execute) -> None:
     """Start one :class:`ShardProcesses` child per GPU of ``device_ids`` for the next
-    :func:`run_on_gpus` on those GPUs (``target``: what they run, as there), in place of any
-    started before with other settings (those started with the same ones and still waiting
-    are kept); stopped at exit if no run takes them."""
+    :func:`run_on_gpus` on those GPUs (``run_shard``: what they run, as there), in place of
+    any started before with other settings (those started with the same ones and still
+    waiting are kept); stopped at exit if no run takes them."""
     global _prestarted, _exit_hook_registered
-    if _prestarted is not None and _prestarted.standing(device_ids, device, dataset_root, target):
+    if _prestarted is not None and _prestarted.standing(device_ids, device, dataset_root,
+                                                        run_shard):
         return  # the last prestart's, unused and alive (a watch after a run that failed early)
     discard_prestarted()
     if not _exit_hook_registered:
@@ -208,7 +214,7 @@ def prestart(device_ids: Sequence[str], device: str, dataset_root: str | None,
         # is registered now, so this one, registered after it, runs before it
         atexit.register(discard_prestarted)
         _exit_hook_registered = True
-    _prestarted = ShardProcesses(device_ids, device, dataset_root, target)
+    _prestarted = ShardProcesses(device_ids, device, dataset_root, run_shard)
 
 
 def _early_device_ids(gpus: str | None) -> list[int] | None:
@@ -239,28 +245,60 @@ def run_on_gpus(
     device_ids: Sequence[str],
     on_event: Callable[[Any], None] | None = None,
     *,
-    target: Target,
+    run_shard: ShardFunction = execute,
 ) -> list[Any]:
     """Run ``plan`` with one process per GPU of ``device_ids`` (one per request, in order);
     the ShardResults, in shard order.
 
     The processes :func:`start_early` prestarted serve when :meth:`ShardProcesses.fits` says
-    so (same GPUs, target, device, dataset and cache folder), else they are stopped and new
-    ones start. ``target(request, on_event=..., queue=...)`` is what each child runs
-    (``queue``: that GPU's :class:`QueueTaker`): named ``"module:function"``, imported in the
-    child after its judge and worker started booting; or a module-level function, with nothing
-    started early (tests)."""
+    so (same GPUs, shard function, device, dataset and cache folder), else they are stopped
+    and new ones start. ``run_shard(request, on_event=..., queue=...)`` is what each child
+    runs (``queue``: that GPU's :class:`QueueTaker`): the engine's :func:`execute`, whose
+    judge and worker start booting before the engine is imported; or a stand-in module-level
+    function with nothing started early (the tests of the processes)."""
     global _prestarted
     if len(plan.requests) != len(device_ids):
         raise ValueError(f"{len(plan.requests)} requests for {len(device_ids)} GPUs")
     first = plan.requests[0]
     shards = _prestarted if _prestarted is not None and \
-        _prestarted.fits(device_ids, target, first) else None
+        _prestarted.fits(device_ids, run_shard, first) else None
     if shards is not None:
         _prestarted = None
     discard_prestarted()
     if shards is None:
-        shards = ShardProcesses(device_ids, first.device or "auto", first.dataset_path, target)
+        shards = ShardProcesses(device_ids, first.device or "auto", first.dataset_path,
+                                run_shard)
     return shards.run(plan, on_event)
+
+
+def execute_on_gpus(
+    request: RunRequest,
+    gpus: str | None,
+    on_event: Callable[[Any], None] | None = None,
+    trace_set: Any = None,
+) -> list[ShardResult]:
+    """Benchmark ``request`` on the GPUs of this machine ``gpus`` names ("0,1", "1", None =
+    every visible one): one process per GPU, each taking workloads from the queue they share.
+    One GPU, or a CPU run, is :func:`execute` here (on ``trace_set`` when given); which of the
+    two, :func:`gpus_for_run` says. The ShardResults, in shard order.
+
+    Example: ``finish(execute_on_gpus(request, "0,1"), definition, opts)`` in a launcher."""
+    ids = gpus_for_run(request.device, gpus)
+    if ids is None:
+        return [execute(request, on_event=on_event, trace_set=trace_set)]
+    _, trace_set = load_dataset(request, trace_set)
+    selection = select_for(request, trace_set, "cuda")
+    return run_on_gpus(plan_queue(request, selection, len(ids)), ids, on_event=on_event)
+
+
+def first_gpu(gpus: str | None) -> str:
+    """The device, in this process, of the first GPU a run on ``gpus`` used ("cuda:1" for
+    ``--gpus 1,0``; "cuda" when none is named): where a launcher measures after the run
+    what it measures once for all its GPUs (the FlashInfer baseline)."""
+    if gpus is None:
+        return "cuda"
+    import torch  # only a GPU run asks, and its launcher has imported torch by now
+
+    return f"cuda:{parse_gpus(gpus, torch.cuda.device_count())[0]}"
 
 

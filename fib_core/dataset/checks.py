@@ -8,7 +8,7 @@ bad file, how many others share the problem, and what to do.
 
 Example::
 
-    from fib_core.project.dataset_checks import check_blobs
+    from fib_core.dataset.checks import check_blobs
     check_blobs(trace_set, "gdn_decode_qk4_v8_d128_k_last", [t.workload for t in selection])
 """
 
