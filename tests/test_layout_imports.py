@@ -12,6 +12,7 @@ depends on to load.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,65 @@ def test_no_package_imports_one_above_it():
     assert not upward, "imports of a package listed above (docs/design.md):\n" + "\n".join(
         upward
     )
+
+
+# A module named in a string (``"fib_core.project.runflow:execute"`` handed to
+# ``importlib.import_module``) is an import the graph above cannot see: the engine once called
+# back into the launcher that way. Docstrings may name the callers a module serves; any other
+# string naming a module of a package above is refused. The package's face is the exception:
+# its lazy attributes name what ``fib_core.X`` loads on first use (see the module docstring).
+_NAMED_MODULE = re.compile(r"\bfib_core\.(\w+)")
+
+
+def _docstring_nodes(tree: ast.AST) -> set[int]:
+    """``id`` of every docstring's constant node in ``tree``."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            first = node.body[0] if node.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and \
+                    isinstance(first.value.value, str):
+                found.add(id(first.value))
+    return found
+
+
+def upward_names(path: Path, source: str) -> list[str]:
+    """``file:line: 'fib_core.X...'`` for each string of ``path`` (node ``source``), docstrings
+    aside, that names a module of a package listed above ``source``."""
+    rank = {name: i for i, name in enumerate(LAYERS)}
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    docstrings = _docstring_nodes(tree)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Constant) or not isinstance(node.value, str) or \
+                id(node) in docstrings:
+            continue
+        for match in _NAMED_MODULE.finditer(node.value):
+            target = match.group(1)
+            if target in rank and source in rank and rank[target] < rank[source]:
+                found.append(f"{path.name}:{node.lineno}: {node.value!r}")
+    return found
+
+
+def test_no_package_names_a_module_above_it_in_a_string():
+    """The by-name import of a higher layer (the engine's GPU processes importing the
+    launcher's shard function by name) cannot come back unseen."""
+    named = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        source = _node(_module_parts(path))
+        if source != "fib_core":  # the face's lazy attributes, by design
+            named += [f"{path.relative_to(ROOT)}: {n}" for n in upward_names(path, source)]
+    assert not named, "strings naming a module of a package above:\n" + "\n".join(named)
+
+
+def test_the_string_check_finds_a_planted_callback(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        '"""Run by fib_core.project.runflow (a docstring may say so)."""\n'
+        'TARGET = "fib_core.project.runflow:execute"\n'
+        'BELOW = "fib_core.data.trace"\n'
+    )
+    assert upward_names(planted, "bench") == [
+        "planted.py:2: 'fib_core.project.runflow:execute'"
+    ]
+    assert upward_names(planted, "serve") == []  # serve sits above project
