@@ -291,6 +291,34 @@ def test_gpu_baseline_passes_against_the_reference_and_is_cached(baseline, tmp_p
           "us")
 
 
+@pytest.mark.gpu
+def test_the_launcher_measures_the_baseline_once_after_the_engines_run(tmp_path, monkeypatch):
+    """run_local's path on this machine's GPUs: the engine runs the solution (one process per
+    GPU where there are several), then the launcher times the baseline once on the whole
+    selection; its figures come back on the first shard and cover every workload run."""
+    import torch
+
+    from fib_core.bench.engine.shard_run import RunRequest
+    from fib_core.project.runflow import execute_on_gpus
+
+    baseline = baseline_for(DECODE)
+    why = baseline.unavailable_reason(torch.cuda.get_device_capability(),
+                                      torch.cuda.get_device_name())
+    if why is not None:
+        pytest.skip(why)
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    request = RunRequest(solution=baseline.solution().to_dict(), definition=DECODE,
+                         filters=None, quick=True, device="cuda",
+                         engine={"allow_input_mutation": baseline.mutates_inputs})
+    shards = execute_on_gpus(request, None)
+    ran = {t.workload.uuid for s in shards for t in s.traces}
+    figures = shards[0].baseline
+    assert figures is not None and figures["reason"] is None, figures
+    assert set(figures["latencies"]) | set(figures["failed"]) == ran
+    assert figures["measured"] == len(ran)  # an empty cache: each timed once, here
+    assert all(s.baseline is None for s in shards[1:])
+
+
 def test_a_gpu_runs_finish_prints_and_keeps_the_contest_score(tmp_path):
     """What run_local/run_modal do with shards that carry baseline figures: the score line in
     the terminal, and contest_score in the --json file."""
@@ -314,3 +342,28 @@ def test_a_gpu_runs_finish_prints_and_keeps_the_contest_score(tmp_path):
     saved = json.loads((tmp_path / "run.json").read_text())
     assert saved["contest_score"] == pytest.approx(3.0)
     assert saved["contest"]["baseline_latency_ms"] == {"w1": 1.0, "w2": 1.0}
+
+
+def test_a_several_gpu_runs_one_baseline_on_its_first_shard_scores_every_workload(tmp_path):
+    """A several-GPU run measures the baseline once, on the whole selection, and hands it
+    back with its first shard (fib_core.project.runflow.execute_on_gpus): the score covers
+    the workloads every GPU ran."""
+    from rich.console import Console
+
+    from fib_core.bench.engine.shard_run import ShardResult
+    from fib_core.data import Definition
+    from fib_core.project.run_finish import finish
+    from fib_core.project.runflow import RunOptions
+
+    definition = Definition.from_dict(registry.get(DECODE).definition_dict())
+    order = ["w1", "w2", "w3"]
+    shards = [ShardResult(shard=0, order=order, traces=[_trace("w2", 0.5)], device="cuda",
+                          gpu_name=H100[0],
+                          baseline=_times({"w1": 1.0, "w2": 1.0, "w3": 2.0})),
+              ShardResult(shard=1, order=order, traces=[_trace("w3", 0.5), _trace("w1", 0.5)],
+                          device="cuda", gpu_name=H100[0])]
+    opts = RunOptions(json_path=tmp_path / "run.json", ledger=False)
+    assert finish(shards, definition, opts, Console(record=True, width=200)) == 0
+    saved = json.loads((tmp_path / "run.json").read_text())
+    assert saved["contest"]["baseline_latency_ms"] == {"w1": 1.0, "w2": 1.0, "w3": 2.0}
+    assert saved["contest_score"] == pytest.approx((2.0 + 2.0 + 4.0) / 3)
