@@ -2,12 +2,12 @@
 taken (or the stream of the queue several GPUs share), the blobs checked, the solution
 benchmarked, the traces returned as a :class:`ShardResult`.
 
-This is the engine's end of a run request. A launcher builds the :class:`RunRequest`
-(``fib_core.project.runflow.make_request``) and hands it down: to :func:`execute` on one GPU,
-the CPU, a Modal container or a serve lane, or to
-:func:`fib_core.bench.engine.gpus.execute_on_gpus`, whose per-GPU processes
-(:mod:`.gpu_processes`) run :func:`execute` each. Nothing here calls back up: what a launcher
-adds to a shard (the FlashInfer baseline's figures) it adds to the result it gets back.
+This is the engine's end of a run request. A launcher builds the :class:`RunRequest` (from
+its config and flags) and hands it down: to :func:`execute` on one GPU, the CPU, a Modal
+container or a serve lane, or to :func:`fib_core.bench.engine.gpus.execute_on_gpus`, whose
+per-GPU processes (:mod:`.gpu_processes`) run :func:`execute` each. Nothing here calls back
+up: what a launcher adds to a shard (the FlashInfer baseline's figures) it adds to the result
+it gets back.
 
 Example (a CPU run of a packed solution on the embedded dataset)::
 
@@ -56,7 +56,7 @@ class RunRequest:
     # None = this shard runs its round-robin share (``shard_of``).
     queue: list[int] | None = None
     # Also time the FlashInfer baseline on these workloads (cached), for the contest score:
-    # the launcher does, after the engine's run (fib_core.project.runflow).
+    # the launcher does, after the engine's run.
     baseline: bool = True
 
     def for_shard(self, index: int, count: int) -> RunRequest:
@@ -88,7 +88,7 @@ class ShardResult:
     quick: bool = False  # the selection is the quick subset
     author: str | None = None
     # The FlashInfer baseline's latencies on this shard's workloads, or why there are none
-    # (fib_core.baselines.measure.BaselineTimes as a dict), set by the launcher; None: not
+    # (the baselines' BaselineTimes as a dict), set by the launcher; None: not
     # asked (a CPU run). A several-GPU run's first shard carries the whole selection's.
     baseline: dict[str, Any] | None = None
 
