@@ -120,10 +120,9 @@ def _mark_handover(started: float, marks: dict[str, float]) -> Any:
     """Record in ``marks["handover"]`` when the launcher hands its work over (one GPU: the
     in-process run starts; several: the requests go to the GPU processes), so a run's
     start-up splits into the launcher's part and the part after it. Returns the undo."""
-    from fib_core.bench.engine import gpu_processes
-    from fib_core.project import runflow
+    from fib_core.bench.engine import gpu_processes, gpus
 
-    real_execute, real_run = runflow.execute, gpu_processes.ShardProcesses.run
+    real_execute, real_run = gpus.execute, gpu_processes.ShardProcesses.run
 
     def execute(*args: Any, **kwargs: Any) -> Any:
         marks.setdefault("handover", time.perf_counter() - started)
@@ -133,10 +132,11 @@ def _mark_handover(started: float, marks: dict[str, float]) -> Any:
         marks.setdefault("handover", time.perf_counter() - started)
         return real_run(self, *args, **kwargs)
 
-    runflow.execute, gpu_processes.ShardProcesses.run = execute, run
+    # gpus.execute: what the engine's fan-out runs in this process on one GPU
+    gpus.execute, gpu_processes.ShardProcesses.run = execute, run
 
     def undo() -> None:
-        runflow.execute, gpu_processes.ShardProcesses.run = real_execute, real_run
+        gpus.execute, gpu_processes.ShardProcesses.run = real_execute, real_run
 
     return undo
 
@@ -152,7 +152,7 @@ def _run(cfg: Any, opts: Any, gpus: str | None, cache: Path, extra: dict | None,
     from fib_core.bench.engine.gpus import start_early
     from fib_core.project.pack import pack_solution
     from fib_core.project.run_finish import merge_shards
-    from fib_core.project.runflow import SHARD_TARGET, execute_on_gpus, make_request
+    from fib_core.project.runflow import execute_on_gpus, make_request
     from fib_core.project.workspace import resolve_dataset
 
     os.environ["FIB_CACHE_DIR"] = str(cache)
@@ -160,7 +160,7 @@ def _run(cfg: Any, opts: Any, gpus: str | None, cache: Path, extra: dict | None,
     since = time.monotonic()  # the processes' milestones are on this clock (--timeline)
     started = time.perf_counter()
     dataset = resolve_dataset()[0]
-    start_early(opts.flags.get("device"), gpus, dataset, SHARD_TARGET)  # as run_local does
+    start_early(opts.flags.get("device"), gpus, dataset)  # as run_local does
     if idle:  # as in a watch after its first run: this process has imported torch and the engine
         from fib_core.bench.engine.gpu_processes import preload_engine
 
