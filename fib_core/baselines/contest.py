@@ -109,12 +109,15 @@ def contest_of_run(definition: str, traces: list[Any], shards: Iterable[Any]) ->
 
 
 def print_contest_score(score: ContestScore, shards: Iterable[Any], console: Any) -> None:
-    """Print the score's line, after what the baseline's measurement has to say."""
+    """Print the score's line, after what the baseline's measurement has to say.
+
+    Printed without rich markup: a reason may hold an install hint such as
+    ``pip install -e ".[baseline]"``, whose brackets rich would read as a style tag and drop."""
     parts = [s.baseline for s in shards if s.baseline]
     measured = sum(int(p.get("measured") or 0) for p in parts)
     if measured:
         console.print(f"FlashInfer baseline timed on {measured} workload(s) now; kept for the "
                       "next runs on this GPU", highlight=False)
     for note in dict.fromkeys(n for p in parts for n in p.get("notes") or []):
-        console.print(f"note: {note}", highlight=False)
-    console.print(score.line(), highlight=False, soft_wrap=True)
+        console.print(f"note: {note}", highlight=False, markup=False)
+    console.print(score.line(), highlight=False, soft_wrap=True, markup=False)
