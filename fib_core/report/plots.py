@@ -1,11 +1,11 @@
 """The HTML report's charts, drawn with matplotlib as inline SVG text (the ``plot`` extra).
 
-Every per-run chart is drawn over the definition's varying axis as a number (the axis with
-the most distinct values; log scale where its values span a decade or more), one point per
-shape: the median over the shape's workloads, a bar from the lowest to the highest of them,
-and each workload as a faint dot. The kernel and the reference never share a latency axis
-(they sit three or four decades apart, which flattens the kernel into steps): the reference
-has its own panel.
+Every per-run chart is drawn over the definition's varying axis as a number (the axis with the
+most distinct values; log scale where its values span a decade or more, as :mod:`.plot_scales`
+rules), one point per shape: the median over the shape's workloads, a bar from the lowest to
+the highest of them, and each workload as a faint dot. The kernel and the reference never share
+a latency axis (they sit three or four decades apart, which flattens the kernel into steps):
+the reference has its own panel.
 
 matplotlib is optional: :func:`plots_available` says whether it imports, and every ``*_svg``
 function returns None without it (the report then shows tables and says how to get plots).
@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fib_core.report.baseline import BASELINE_LABEL, baseline_latencies, baseline_speedups
+from fib_core.report.plot_scales import FONT, scale_x, scale_y
 from fib_core.report.results import RunResults
 from fib_core.report.shapes import plot_axis
 from fib_core.report.workload_result import WorkloadResult
@@ -40,8 +41,7 @@ from fib_core.report.workload_result import WorkloadResult
 PLOT_HINT = 'plots need matplotlib: pip install -e ".[plot]"'
 _WIDTH_IN = 11.0
 _HEIGHT_IN = 3.8
-_FONT = 9
-_DECADE = 10.0  # values whose highest / lowest reaches this get a log axis
+_FONT = FONT
 # How far below its panel a legend starts: clear of the x tick labels and the x label (both
 # _FONT points high, with matplotlib's default pads between them).
 _LEGEND_GAP_PT = 3.5 + 3.5 + _FONT + 4 + _FONT + 4
@@ -313,10 +313,7 @@ def _finish(
     rows: Sequence[WorkloadResult],
 ) -> None:
     """Log y when ``values`` span a decade, the numeric x axis of ``rows``, labels, legend."""
-    positive = [v for v in values if v and v > 0]
-    if positive and max(positive) / min(positive) >= _DECADE:
-        ax.set_yscale("log")
-        _plain_log_ticks(ax.yaxis, positive)
+    scale_y(ax, values)
     ax.set_ylabel(ylabel, fontsize=_FONT)
     ax.set_title(title, fontsize=_FONT + 1)
     _legend(ax)
@@ -324,30 +321,7 @@ def _finish(
 
 
 def _x_axis(ax: Any, axis: str, rows: Sequence[WorkloadResult]) -> None:
-    _x_scale(ax, axis, [_x(r, axis) for r in rows])
-
-
-def _x_scale(ax: Any, axis: str, xs: Sequence[float]) -> None:
-    """The axis name as x label; log scale (plain numbers as ticks) when x spans a decade."""
-    ax.set_xlabel(axis or "workload", fontsize=_FONT)
-    positive = [v for v in xs if v > 0]
-    if positive and len(positive) == len(xs) and max(positive) / min(positive) >= _DECADE:
-        ax.set_xscale("log")
-        _plain_log_ticks(ax.xaxis, positive)
-    if len(set(xs)) == 1:  # one shape: a point in the middle, not at an edge
-        ax.set_xlim(xs[0] * 0.5 if xs[0] > 0 else -1, xs[0] * 1.5 if xs[0] > 0 else 1)
-
-
-def _plain_log_ticks(axis: Any, values: Sequence[float]) -> None:
-    """Log-axis ticks as plain numbers (``20``, ``0.5``, not ``2x10^1``): 1-2-5 steps over two
-    decades or less, one per decade beyond; the unlabelled minor ticks stay as marks."""
-    # Imported here: matplotlib is optional (tables render without it) and takes ~0.9 s to load.
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    decades = math.log10(max(values) / min(values))
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if decades <= 2.2 else (1.0,)))
-    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-    axis.set_minor_formatter(NullFormatter())
+    scale_x(ax, axis, [_x(r, axis) for r in rows])
 
 
 def _legend(ax: Any, *, ncol: int | None = None, wrap: int | None = None) -> Any:

@@ -301,3 +301,16 @@ def test_roofline_plot_is_logarithmic_when_shares_are_far_below_the_limit(mkreco
     assert "1" in small and "100" in small and "0" not in small  # log: 1, 10, 100; no zero
     half = roofline_texts(0.5)
     assert "0" in half and "100" in half  # linear from 0
+
+
+@pytest.mark.skipif(not plots.plots_available(), reason="matplotlib is not installed")
+def test_a_whole_number_axis_gets_whole_number_ticks(mkrecord) -> None:
+    """Shapes 1, 2, 3 (pages, batch sizes) are ticked 1, 2, 3, never 1.25 or 1.5."""
+    rec = mkrecord({1: 0.05, 2: 0.06, 3: 0.07})
+    for row in rec.results.rows:
+        row.roofline_fraction = 0.5
+    svg = re.search(r'data-plot="roofline">(<svg.*?</svg>)',
+                    build_html([ReportSection(rec)]), re.S).group(1)
+    texts = [t.strip() for t in re.findall(r"<text[^>]*>(.*?)</text>", svg, re.S)]
+    assert {"1", "2", "3"} <= set(texts)
+    assert not [t for t in texts if re.fullmatch(r"\d+\.\d+", t)], texts
