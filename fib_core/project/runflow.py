@@ -33,6 +33,9 @@ Example (what ``run_local.py`` does)::
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -207,9 +210,29 @@ def execute_on_gpus(
     shards = fan_out(request, gpus, on_event=on_event, trace_set=trace_set)
     if shards[0].device == "cuda" and request.baseline:
         traces = [t for s in shards for t in s.traces]
-        shards[0].baseline = _baseline(request, trace_set, select_for(request, trace_set, "cuda"),
-                                       traces, first_gpu(gpus), on_event)
+        with _only_gpu(first_gpu(gpus)):
+            shards[0].baseline = _baseline(request, trace_set,
+                                           select_for(request, trace_set, "cuda"), traces,
+                                           "cuda", on_event)
     return shards
+
+
+@contextmanager
+def _only_gpu(visible: str | None) -> Iterator[None]:
+    """While inside, processes started from here see only GPU ``visible`` (a
+    ``CUDA_VISIBLE_DEVICES`` entry; None: as this process sees them)."""
+    if visible is None:
+        yield
+        return
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = visible
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = before
 
 
 def _baseline(request: RunRequest, trace_set: TraceSet, workloads: list, traces: list,

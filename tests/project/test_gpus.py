@@ -553,3 +553,23 @@ def test_events_of_several_gpus_are_numbered_as_one_run() -> None:
     assert ended == [0, 1, 2, 3]
     assert all(e.total == 4 for e in seen if hasattr(e, "total"))
     gpu_processes._numbered(None)(WorkloadStarted("a", 0, 1))  # no callback: nothing to do
+
+
+def test_the_baseline_after_a_fan_out_sees_only_the_runs_first_gpu(monkeypatch) -> None:
+    """The launcher measures the baseline once, after the GPUs' run, on the first GPU it
+    named: its processes see that GPU alone (by the parent's own visible list), and the
+    launcher's environment is as it was afterwards."""
+    from fib_core.project.runflow import _only_gpu
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
+    assert gpus.first_gpu("1,0", visible=2) == "5"
+    assert gpus.first_gpu(None) is None
+    with _only_gpu(gpus.first_gpu("1", visible=2)):
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == "5"
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "4,5"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    with _only_gpu("0"):
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ
+    with pytest.raises(ConfigError):
+        gpus.first_gpu("3", visible=2)

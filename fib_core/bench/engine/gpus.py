@@ -291,14 +291,21 @@ def execute_on_gpus(
     return run_on_gpus(plan_queue(request, selection, len(ids)), ids, on_event=on_event)
 
 
-def first_gpu(gpus: str | None) -> str:
-    """The device, in this process, of the first GPU a run on ``gpus`` used ("cuda:1" for
-    ``--gpus 1,0``; "cuda" when none is named): where a launcher measures after the run
-    what it measures once for all its GPUs (the FlashInfer baseline)."""
+def first_gpu(gpus: str | None, visible: int | None = None) -> str | None:
+    """``CUDA_VISIBLE_DEVICES`` naming only the first GPU a run on ``gpus`` used ("1" for
+    ``--gpus 1,0``; None when none is named: the processes see what this one sees). A launcher
+    sets it while it starts what it measures once for all its GPUs (the FlashInfer baseline):
+    the engine's settings name a device kind ("cuda"), its processes take the GPU they see.
+    ``visible``: how many GPUs this process sees (None: ask torch).
+
+    >>> first_gpu(None) is None, first_gpu("1,0", visible=2)
+    (True, '1')
+    """
     if gpus is None:
-        return "cuda"
-    import torch  # only a GPU run asks, and its launcher has imported torch by now
+        return None
+    if visible is None:
+        # Imported here: only a GPU run asks, and its launcher has imported torch by now.
+        import torch
 
-    return f"cuda:{parse_gpus(gpus, torch.cuda.device_count())[0]}"
-
-
+        visible = torch.cuda.device_count()
+    return physical_ids(parse_gpus(gpus, visible)[:1])[0]
