@@ -159,6 +159,23 @@ def _read_until(proc: subprocess.Popen, needle: str, count: int, deadline: float
     return text
 
 
+def _wait_for_next_worker(timeline: Path, deadline: float) -> None:
+    """Until the worker the watch starts early for its next run (after the launcher's second
+    ``start_early``) marks itself ready: the edit then comes once it is up, however slowly a
+    loaded machine boots it."""
+    from fib_core.bench.evaluation.timeline import read
+
+    while True:
+        marks = read(timeline, 0.0)
+        early = [at for at, _, role, what in marks if role == "launcher" and what == "start_early"]
+        if len(early) >= 2 and any(role == "worker" and what == "ready" and at > early[1]
+                                   for at, _, role, what in marks):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the next run's worker did not get ready: {marks}")
+        time.sleep(0.1)
+
+
 @pytest.mark.slow
 def test_run_local_watch_runs_again_after_an_edit_and_stops_on_ctrl_c(
         repo_root: Path, tmp_path: Path) -> None:
@@ -181,7 +198,7 @@ def test_run_local_watch_runs_again_after_an_edit_and_stops_on_ctrl_c(
         first = _read_until(proc, "watching ", 1, deadline)
         assert "PASSED" in first and "Passed: 1/1" in first, first[-3000:]
         kernel = fork / "solution" / "triton" / "kernel.py"
-        time.sleep(1)  # the next run's processes boot meanwhile
+        _wait_for_next_worker(timeline, deadline)
         edited = time.monotonic()
         kernel.write_text(kernel.read_text() + "\n# tried something\n")
         second = _read_until(proc, "watching ", 1, deadline)
