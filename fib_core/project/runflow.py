@@ -164,8 +164,6 @@ def resolve_device(requested: str | None) -> str:
     return engine_device(requested or "auto").split(":")[0]
 
 
-
-
 def execute(
     request: RunRequest,
     on_event: Callable[[Any], None] | None = None,
