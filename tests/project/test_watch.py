@@ -176,6 +176,16 @@ def _wait_for_next_worker(timeline: Path, deadline: float) -> None:
         time.sleep(0.1)
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """SIGINT unblocked and at its default in the launched run, as a shell gives it: a child
+    inherits its parent's ignored and blocked signals, and in the whole suite the test's own
+    process (a pytest-xdist worker) can hand it a SIGINT that never arrives (seen in CI: the
+    run slept on in its watch loop 60 s after the signal), so Python would install no
+    KeyboardInterrupt handler."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 def test_run_local_watch_runs_again_after_an_edit_and_stops_on_ctrl_c(
         repo_root: Path, tmp_path: Path) -> None:
@@ -192,6 +202,7 @@ def test_run_local_watch_runs_again_after_an_edit_and_stops_on_ctrl_c(
          str(fork / "config.toml"), "--watch", "--no-ledger", "--quick", "--device", "cpu",
          "--workloads", "acfd1138"],
         cwd=fork, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=_ctrl_c_as_in_a_terminal,
     )
     deadline = time.monotonic() + 600
     try:
