@@ -40,14 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fib_core.bench.engine.shard_run import (
-    RunRequest,
-    ShardResult,
-    engine_config,
-    load_dataset,
-    select_for,
-    shard_of,
-)
+from fib_core.bench.engine.shard_run import RunRequest, ShardResult, engine_config, load_dataset
 from fib_core.bench.engine.shard_run import execute as execute_shard
 from fib_core.errors import ConfigError
 
@@ -180,7 +173,7 @@ def execute(
     _, trace_set = load_dataset(request, trace_set)
     shard = execute_shard(request, on_event=on_event, trace_set=trace_set)
     if shard.device == "cuda" and request.baseline:
-        mine = shard_of(select_for(request, trace_set, "cuda"), request.shard, request.num_shards)
+        mine = _records(trace_set, request.definition, [t.workload.uuid for t in shard.traces])
         shard.baseline = _baseline(request, trace_set, mine, shard.traces, "cuda", on_event)
     return shard
 
@@ -209,9 +202,9 @@ def execute_on_gpus(
     if shards[0].device == "cuda" and request.baseline:
         traces = [t for s in shards for t in s.traces]
         with _only_gpu(first_gpu(gpus)):
-            shards[0].baseline = _baseline(request, trace_set,
-                                           select_for(request, trace_set, "cuda"), traces,
-                                           "cuda", on_event)
+            selection = _records(trace_set, request.definition, shards[0].order)
+            shards[0].baseline = _baseline(request, trace_set, selection, traces, "cuda",
+                                           on_event)
     return shards
 
 
@@ -231,6 +224,13 @@ def _only_gpu(visible: str | None) -> Iterator[None]:
             os.environ.pop("CUDA_VISIBLE_DEVICES", None)
         else:
             os.environ["CUDA_VISIBLE_DEVICES"] = before
+
+
+def _records(trace_set: TraceSet, definition: str, uuids: list[str]) -> list[Any]:
+    """The dataset's workload records of ``uuids``, in that order: the workloads the engine
+    ran, named by its results (no second selection that could differ from the engine's)."""
+    by_uuid = {t.workload.uuid: t for t in trace_set.workloads.get(definition, [])}
+    return [by_uuid[u] for u in uuids if u in by_uuid]
 
 
 def _baseline(request: RunRequest, trace_set: TraceSet, workloads: list, traces: list,

@@ -41,10 +41,9 @@ from fib_core.report.workload_result import WorkloadResult
 PLOT_HINT = 'plots need matplotlib: pip install -e ".[plot]"'
 _WIDTH_IN = 11.0
 _HEIGHT_IN = 3.8
-_FONT = FONT
 # How far below its panel a legend starts: clear of the x tick labels and the x label (both
-# _FONT points high, with matplotlib's default pads between them).
-_LEGEND_GAP_PT = 3.5 + 3.5 + _FONT + 4 + _FONT + 4
+# FONT points high, with matplotlib's default pads between them).
+_LEGEND_GAP_PT = 3.5 + 3.5 + FONT + 4 + FONT + 4
 _MAX_SLANTED_LABELS = 36  # per-workload tick labels: upright beyond a third of this, then thinned
 _LEGEND_FIT = 0.97  # a legend may take this share of its panel's width (browser fonts vary)
 _COLORS = {
@@ -177,12 +176,12 @@ def history_svg(points: Sequence[HistoryPoint], ylabel: str, salt: str) -> str |
     ax.set_xticks(x)
     step = max(1, math.ceil(len(points) / 16))  # at most 16 labels: each stays readable
     ax.set_xticklabels([p.label if (i % step == 0 or i == len(points) - 1) else ""
-                        for i, p in enumerate(points)], fontsize=_FONT - 1)
+                        for i, p in enumerate(points)], fontsize=FONT - 1)
     ax.set_ylabel(ylabel)
     ax.set_title("Score over the recorded runs (red: a workload failed, scored 0)",
-                 fontsize=_FONT + 1)
+                 fontsize=FONT + 1)
     if labelled:
-        ax.legend(loc="best", fontsize=_FONT - 1)  # scores sit high, or at 0 where runs failed
+        ax.legend(loc="best", fontsize=FONT - 1)  # scores sit high, or at 0 where runs failed
     return _svg(fig, salt)
 
 
@@ -232,10 +231,10 @@ def cross_check_svg(rows: Sequence[Any], labels: Sequence[str], salt: str) -> st
     step = max(1, math.ceil(len(rows) / _MAX_SLANTED_LABELS))  # the rest stay ticks
     ax.set_xticklabels([label if i % step == 0 else "" for i, label in enumerate(labels)],
                        rotation=30 if len(rows) <= _MAX_SLANTED_LABELS // 3 else 90,
-                       ha="right", va="center", rotation_mode="anchor", fontsize=_FONT - 1)
+                       ha="right", va="center", rotation_mode="anchor", fontsize=FONT - 1)
     ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), borderaxespad=0.2, frameon=False,
-              fontsize=_FONT - 1, ncol=len(methods))  # above the bars, beside the title
-    ax.set_title("Timer cross-check", fontsize=_FONT + 1)
+              fontsize=FONT - 1, ncol=len(methods))  # above the bars, beside the title
+    ax.set_title("Timer cross-check", fontsize=FONT + 1)
     return _svg(fig, salt)
 
 
@@ -252,7 +251,7 @@ def _figure(panels: int, height: float = _HEIGHT_IN) -> tuple[Any, list[Any]]:
     axes = [fig.add_subplot(1, panels, k + 1) for k in range(panels)]
     for ax in axes:
         ax.grid(True, which="major", alpha=0.3)
-        ax.tick_params(labelsize=_FONT)
+        ax.tick_params(labelsize=FONT)
     return fig, axes
 
 
@@ -314,8 +313,8 @@ def _finish(
 ) -> None:
     """Log y when ``values`` span a decade, the numeric x axis of ``rows``, labels, legend."""
     scale_y(ax, values)
-    ax.set_ylabel(ylabel, fontsize=_FONT)
-    ax.set_title(title, fontsize=_FONT + 1)
+    ax.set_ylabel(ylabel, fontsize=FONT)
+    ax.set_title(title, fontsize=FONT + 1)
     _legend(ax)
     _x_axis(ax, axis, rows)
 
@@ -337,7 +336,7 @@ def _legend(ax: Any, *, ncol: int | None = None, wrap: int | None = None) -> Any
         labels = [_wrap(label, wrap) for label in labels]
     below = offset_copy(ax.transAxes, fig=ax.figure, y=-_LEGEND_GAP_PT, units="points")
     return ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
-                     bbox_transform=below, ncol=ncol or len(handles), fontsize=_FONT - 1,
+                     bbox_transform=below, ncol=ncol or len(handles), fontsize=FONT - 1,
                      frameon=False, borderaxespad=0.2, columnspacing=1.2, handlelength=1.8)
 
 
