@@ -313,15 +313,16 @@ def _run_indexer(inputs: list, topk: int = 2048, **knobs) -> torch.Tensor:
     return out
 
 
-RADIX = pytest.mark.parametrize("radix_bits", [1, 2])  # both threshold searches of the select
+# Both ways the select compacts its choice: one scan of the whole block, or scans by rows.
+COMPACT = pytest.mark.parametrize("compact_cols", [0, 128])
 
 
-@RADIX
-def test_indexer_long_short_and_empty_requests(radix_bits: int) -> None:
+@COMPACT
+def test_indexer_long_short_and_empty_requests(compact_cols: int) -> None:
     # > topk tokens (ragged last page), < topk tokens, exactly topk, and an empty request.
     inputs = make_indexer_inputs(4, 40, num_pages=200, seq_lens=[2500, 1000, 2048, 0], seed=7,
                                  device=DEVICE)
-    got = _run_indexer(inputs, radix_bits=radix_bits)
+    got = _run_indexer(inputs, compact_cols=compact_cols)
     check_topk(got, inputs, reference(INDEXER).run(*inputs))
     assert (got[3] == -1).all()
 
@@ -332,21 +333,21 @@ def test_indexer_real_shapes_small_cache(batch: int, max_pages: int) -> None:
     check_topk(_run_indexer(inputs), inputs, reference(INDEXER).run(*inputs))
 
 
-@RADIX
-def test_indexer_ties_pick_exactly_k(radix_bits: int) -> None:
+@COMPACT
+def test_indexer_ties_pick_exactly_k(compact_cols: int) -> None:
     # All weights 0: every score is 0, so the threshold sits on a 3000-way tie.
     inputs = make_indexer_inputs(1, 47, num_pages=100, seq_lens=[3000], seed=8, device=DEVICE)
     inputs[2].zero_()
-    check_topk(_run_indexer(inputs, radix_bits=radix_bits), inputs)
+    check_topk(_run_indexer(inputs, compact_cols=compact_cols), inputs)
 
 
-@RADIX
-def test_indexer_negative_scores(radix_bits: int) -> None:
+@COMPACT
+def test_indexer_negative_scores(compact_cols: int) -> None:
     # Negative weights make every score <= 0: the float-to-int ordering must hold below zero.
     inputs = make_indexer_inputs(2, 40, num_pages=100, seq_lens=[2560, 2100], seed=9,
                                  device=DEVICE)
     inputs[2].copy_(-inputs[2].abs())
-    check_topk(_run_indexer(inputs, radix_bits=radix_bits), inputs)
+    check_topk(_run_indexer(inputs, compact_cols=compact_cols), inputs)
 
 
 def test_indexer_sizes_come_from_shapes() -> None:
@@ -394,11 +395,10 @@ def test_attention_gpu_real_workloads(num_tokens: int) -> None:
 
 
 @pytest.mark.gpu
-@RADIX
 @pytest.mark.parametrize("batch,max_pages", INDEXER_REAL)
-def test_indexer_gpu_real_workloads(batch: int, max_pages: int, radix_bits: int) -> None:
+def test_indexer_gpu_real_workloads(batch: int, max_pages: int) -> None:
     inputs = make_indexer_inputs(batch, max_pages, seed=batch * 100 + max_pages, device="cuda")
-    out = _run_indexer(inputs, radix_bits=radix_bits)
+    out = _run_indexer(inputs)
     check_topk(out, inputs, reference(INDEXER).run(*inputs))
 
 
