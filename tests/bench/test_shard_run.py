@@ -79,3 +79,32 @@ def test_the_engine_run_loads_no_package_above_it(make_dataset, toy_solution_jso
     above = set(layers[: layers.index("bench")])
     assert "bench" in loaded and "dataset" in loaded  # the probe saw the engine's own run
     assert not loaded & above, f"the engine's run loaded {sorted(loaded & above)}"
+
+
+@pytest.mark.parametrize("shard", [0, 1])
+def test_the_launcher_times_the_baseline_on_the_workloads_the_engine_ran(
+        make_dataset, toy_solution_json, monkeypatch, shard):
+    """``runflow.execute`` hands the baseline this shard's dataset records, the ones the
+    engine's traces name, in their order (not a selection of its own that could differ)."""
+    from fib_core.project import runflow
+
+    def engine_on_a_gpu(request, on_event=None, trace_set=None):
+        result = execute(request, on_event=on_event, trace_set=trace_set)  # a real CPU run
+        result.device = "cuda"  # as a GPU run comes back: the launcher adds the baseline
+        return result
+
+    asked = {}
+
+    def baseline(request, trace_set, workloads, traces, device, on_event):
+        asked.update(workloads=workloads, traces=[t.workload.uuid for t in traces])
+        return {"reason": "not measured in this test"}
+
+    monkeypatch.setattr(runflow, "execute_shard", engine_on_a_gpu)
+    monkeypatch.setattr(runflow, "_baseline", baseline)
+    request = _request(make_dataset([]), toy_solution_json("correct"), filters=["toy-"],
+                       shard=shard, num_shards=2)
+    result = runflow.execute(request)
+    assert asked["traces"] == [UUIDS[shard]]
+    assert [w.workload.uuid for w in asked["workloads"]] == [UUIDS[shard]]
+    assert all(w.workload.axes for w in asked["workloads"])  # the dataset's records
+    assert result.baseline == {"reason": "not measured in this test"}
