@@ -363,6 +363,12 @@ def test_indexer_rejects_a_cache_that_is_not_packed() -> None:
         _run_indexer([q, cache[..., :130].contiguous(), *rest])
 
 
+def test_indexer_refuses_a_compaction_width_that_is_not_a_power_of_two() -> None:
+    inputs = make_indexer_inputs(1, 2, num_pages=4, seq_lens=[100], device=DEVICE)
+    with pytest.raises(ValueError, match="compact_cols = 100"):
+        _run_indexer(inputs, compact_cols=100)
+
+
 def test_check_topk_catches_a_wrong_choice() -> None:
     """The checker itself must fail a worse set, a duplicate and a foreign id."""
     inputs = make_indexer_inputs(1, 40, num_pages=100, seq_lens=[2500], seed=11, device=DEVICE)

@@ -274,6 +274,8 @@ def run(
                     ("block_table", block_table), ("topk_indices", topk_indices)):
         if t.stride(-1) != 1:
             raise ValueError(f"{name}: the last dimension must be contiguous (stride 1)")
+    if compact_cols < 0 or compact_cols & (compact_cols - 1):
+        raise ValueError(f"compact_cols = {compact_cols}: 0 (one scan) or a power of two")
     max_len = max_pages * page_size
     if max_len > MAX_TOKENS_PER_REQUEST:
         raise ValueError(f"block_table: {max_pages} pages a request ({max_len} tokens) exceeds "
