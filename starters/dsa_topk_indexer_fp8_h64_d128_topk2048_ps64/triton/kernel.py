@@ -30,12 +30,12 @@ every n-th page of it, and the request's last program to finish selects.
 
 Where the time goes (H100, the kit's judge-span timer, the 128 contest shapes with random
 lengths, ``benchmarks/bench_dsa.py`` inputs): 14.4 us mean. Scoring alone is 8.2 us of it;
-the selection the rest, up to 20 us for 30 requests of up to 5824 tokens. Measured steps:
-a fixed 32-step bisection gave 18.8 us; stopping early 16.6; skipping the tie scan when the
-probe is exact 15.4; row-wise compaction (128 columns) 14.4. Tried and slower: three probes
+the selection the rest, about 19 us of the 37 us for 30 requests of up to 5824 tokens.
+Measured steps: a fixed 32-step bisection gave 18.8 us; stopping early 16.6; skipping the tie
+scan when the probe is exact 15.4; row-wise compaction (128 columns) 14.4. Tried and slower: three probes
 per count (16.5), 8 warps (19.8), 3 pipeline stages (15.7). Next to try: a selection that
 narrows to the few candidates near the threshold after a few steps and finishes on them, and
-fewer, longer programs per request for the short ones (1 page takes 5.3 us, mostly latency).
+fewer, longer programs per request for the short ones (1 page takes 5.4 us, mostly latency).
 
 Why one launch: the judge times a call from its first kernel's start to its last one's end, so
 with two kernels the host's time to launch the second (longer than the scoring itself on most
