@@ -228,9 +228,10 @@ def _only_gpu(visible: str | None) -> Iterator[None]:
 
 def _records(trace_set: TraceSet, definition: str, uuids: list[str]) -> list[Any]:
     """The dataset's workload records of ``uuids``, in that order: the workloads the engine
-    ran, named by its results (no second selection that could differ from the engine's)."""
+    ran, named by its results (no second selection that could differ from the engine's).
+    The engine ran them from this dataset, so each uuid is in it."""
     by_uuid = {t.workload.uuid: t for t in trace_set.workloads.get(definition, [])}
-    return [by_uuid[u] for u in uuids if u in by_uuid]
+    return [by_uuid[u] for u in uuids]
 
 
 def _baseline(request: RunRequest, trace_set: TraceSet, workloads: list, traces: list,
