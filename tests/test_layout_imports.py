@@ -46,6 +46,7 @@ LAYERS = [
     "gitcmd",
     "errors",
     "paths",
+    "environ",
     "atomic",
     "_lazy",
 ]

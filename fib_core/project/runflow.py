@@ -33,7 +33,6 @@ Example (what ``run_local.py`` does)::
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from fib_core.bench.engine.shard_run import RunRequest, ShardResult, engine_config, load_dataset
 from fib_core.bench.engine.shard_run import execute as execute_shard
+from fib_core.environ import scoped_environ
 from fib_core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -212,18 +212,8 @@ def execute_on_gpus(
 def _only_gpu(visible: str | None) -> Iterator[None]:
     """While inside, processes started from here see only GPU ``visible`` (a
     ``CUDA_VISIBLE_DEVICES`` entry; None: as this process sees them)."""
-    if visible is None:
+    with scoped_environ({"CUDA_VISIBLE_DEVICES": visible} if visible is not None else {}):
         yield
-        return
-    before = os.environ.get("CUDA_VISIBLE_DEVICES")
-    os.environ["CUDA_VISIBLE_DEVICES"] = visible
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-        else:
-            os.environ["CUDA_VISIBLE_DEVICES"] = before
 
 
 def _records(trace_set: TraceSet, definition: str, uuids: list[str]) -> list[Any]:

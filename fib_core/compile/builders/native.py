@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fib_core.environ import scoped_environ
 from fib_core.errors import BuildError
 
 from ..arch import CudaArch, resolve_cuda_arch
@@ -100,14 +101,5 @@ def scoped_env(values: dict[str, str]) -> Iterator[None]:
     The back ends read the target arch from the environment only; the lock keeps two threads
     of this process from building with each other's settings.
     """
-    with _ENV_LOCK:
-        saved = {k: os.environ.get(k) for k in values}
-        os.environ.update(values)
-        try:
-            yield
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+    with _ENV_LOCK, scoped_environ(values):
+        yield
