@@ -45,6 +45,8 @@ VARIANTS: list[dict] = [
     {"out_block_v": 128},
     {"fused": True},
     {"fused": False},
+    {"fused_warps": 4},
+    {"token_scan": True},
 ]
 
 
@@ -66,9 +68,10 @@ def stage_us(call) -> dict[str, float]:
     out = {}
     for evt in prof.key_averages():
         total = getattr(evt, "device_time_total", None) or getattr(evt, "cuda_time_total", 0)
-        for stage in ("prep", "scan", "output"):
-            if f"chunk_{stage}" in evt.key and evt.count:
-                out[stage] = total / 10
+        for stage in ("prep", "scan", "output", "fused", "token_scan"):
+            if evt.key.startswith(f"{stage}_kernel") or evt.key.startswith(f"gdn_prefill_{stage}"):
+                if evt.count:
+                    out[stage] = total / 10
     return out
 
 

@@ -12,6 +12,7 @@ against the kit's references, so the two cannot drift apart.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.machinery
 import importlib.util
@@ -346,6 +347,27 @@ def test_triton_prefill_multi_chunk_sequences_small_heads():
     heads = Heads(2, 4, 32, 32)
     inputs = prefill_inputs([5, 64, 1, 0, 139], heads, seed=7)
     check(load_triton_starter(PREFILL_DIR / "triton").run, naive_prefill, inputs, prefill=True)
+
+
+@pytest.mark.parametrize("token_scan", [True, False], ids=["token-by-token", "chunked"])
+def test_triton_prefill_short_calls_on_either_path(token_scan, monkeypatch):
+    # Short calls go token by token by default; the chunked kernels must stay right on them
+    # too (a contestant may change the cut-over), and the token path on empty sequences.
+    mod = load_triton_starter(PREFILL_DIR / "triton")
+    default = mod.launch_config
+    monkeypatch.setattr(mod, "launch_config", lambda *a, **k: dataclasses.replace(
+        default(*a, **k), token_scan=token_scan))
+    for inputs in (prefill_inputs([5, 0, 9], Heads(2, 4, 16, 16), seed=3),
+                   prefill_inputs([0, 3, 7], Heads(1, 2, 32, 16), seed=4, with_state=False)):
+        check(mod.run, naive_prefill, inputs, prefill=True)
+
+
+def test_triton_prefill_goes_token_by_token_only_on_short_calls():
+    mod = load_triton_starter(PREFILL_DIR / "triton")
+    limit = mod.TOKEN_SCAN_MAX_TOKENS
+    assert mod.launch_config(limit, 1, 8, 128).token_scan
+    assert not mod.launch_config(limit + 1, 1, 8, 128).token_scan
+    assert not mod.launch_config(8192, 32, 8, 128).token_scan
 
 
 def test_triton_prefill_without_state_and_default_scale():

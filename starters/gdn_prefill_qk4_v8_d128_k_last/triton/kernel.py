@@ -17,16 +17,15 @@ each sequence into 64-token chunks and runs in three phases:
    starting state and corrections.
 3. ``chunk_output`` every (chunk, head, slice of columns) in parallel: the outputs.
 
-Small calls (stage 1's chunks fit the GPU's programs) run the three phases in one cooperative
-launch, separated by grid barriers: the judge counts the host's time between launches (about
-25-35 us for each Triton launch on an H200's host), which was most of a short prompt's time.
-Larger calls launch each phase on its own grid, where the kernels run longer than the host
-needs to launch the next one.
+Calls of at most 64 tokens skip the chunks and walk the tokens one by one (token_scan.py):
+no sequence can be longer, and at ~0.55 us a token that beats the chunked kernels' floor.
 
-The one-launch kernel runs one 4-warp program per SM (a cooperative launch must keep them all
-resident) and its stage 1 loses the 8 warps it takes alone: 47-53 us of device time at
-T <= 134 against 24-30 us for the three kernels. Next: size the grid from the compiled
-kernel's registers and shared memory (two or more programs per SM), and stage 1's spills.
+Calls up to about 2,300 tokens (stage 1's chunks fit 2.5 rounds of the GPU's programs) run
+the three phases in one cooperative launch, separated by grid barriers: the judge counts the
+host's time between launches (25-35 us and more for each Triton launch on these hosts), which
+was most of a short prompt's time. Its programs take 8 warps, one per SM (a cooperative launch
+must keep them all resident). Larger calls launch each phase on its own grid, where the
+kernels mostly run longer than the host needs to launch the next one.
 
 No host sync: sequence boundaries stay on the GPU (``cu_seqlens`` is read inside the kernels)
 and launch sizes use only tensor shapes (the chunk count is bounded by ceil(T / 64) + N).
@@ -40,16 +39,25 @@ output errors stay at the bf16 output's own rounding (~5e-4). It halves stage 2 
 sequences. ``LaunchConfig(scan_dot_bf16=False, w_dtype=torch.float32, h_dtype=torch.float32)``
 is the all-fp32 path.
 
-Where the time goes (H200, ``benchmarks/tune_gdn_prefill.py``): T = 8192 in 32 sequences,
-~280 us: stage 1 ~124 us, stage 2 ~74 us, stage 3 ~77 us, all far from the memory roofline
-(~25 us). One long sequence (T = 5709, 2 sequences, ~250 us) is bound by stage 2's chain:
-~1.2 us per 64-token chunk. Stage 1's 16x16 blocks are the next target: its registers spill.
+Where the time goes. H100 through the kit (``run_local.py``, all 100 contest workloads, all
+passing): 95.3 us mean (94.4 us ``--isolated``). Before the token path, the 8-warp one-launch
+kernel and its higher cut-over: 114.8 us, and 110.3 us in an ``--isolated`` run, whose group
+means are the "before" column.
 
-On an H100 through the kit (all 100 contest workloads, default settings, all passing): 114.8 us
-mean. The 49 calls of T <= 134 take 52.5 us each (the one-launch path), and make up 25.7 us of
-the mean; the 16 calls of T = 8192 take 333 us on average (286-318 us, and one of 32
-sequences at 775 us, not yet looked into), 53.3 us of the mean. Those long calls are where a
-faster kernel moves the mean most.
+| calls | count | mean us (before) | share of the mean |
+|---|---|---|---|
+| T <= 64, token by token | 28 | 18.4 (54) | 5.2 us |
+| T = 65..600, one launch | 34 | 43.8 (54) | 14.9 us |
+| T = 601..5709 | 22 | 122 (130) | 26.9 us |
+| T = 8192, 20-57 sequences | 16 | 302 (300) | 48.4 us |
+
+At T = 8192 in 32 sequences (three launches, torch profiler, device time): stage 1 ~115 us,
+stage 2 ~93 us, stage 3 ~62 us. Stage 1 is the next target: its 16x16 blocks run a long chain
+of small matmuls (the inverse) and spill registers. Mid-size calls also pay the host's time
+between the three launches: at T = 2107 their kernels run ~87 us, but the judge's span varied
+from 100 to 230 us between runs. Tried and dropped: stage 2 computing the outputs itself (no
+stage 3): 3-5% faster on evenly split sequences, but 5-20% slower on the dataset's, whose
+longest sequence sets stage 2's chain.
 """
 
 from __future__ import annotations
@@ -66,12 +74,17 @@ import triton.language as tl
 from .chunk_output import chunk_output
 from .chunk_prep import CHUNK, SUB, chunk_prep, prep_grid
 from .chunk_scan import chunk_scan
+from .token_scan import token_scan_kernel
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 # Precision of the fp32 x fp32 matmuls: "tf32" (tensor cores, 10-bit mantissa) keeps errors
 # around 1e-3 relative; "tf32x3" is near-fp32 at three times the tensor-core work.
 F32_DOT = "tf32"
+
+# Calls of at most this many tokens go token by token (token_scan.py): no sequence is longer,
+# and at ~0.55 us a token (H100) that beats the chunked kernels' ~30 us floor.
+TOKEN_SCAN_MAX_TOKENS = 64
 
 
 @triton.jit
@@ -219,8 +232,11 @@ class LaunchConfig:
     w_dtype: torch.dtype = torch.bfloat16  # W [T, HV, K], written by stage 1, read by stage 2
     h_dtype: torch.dtype = torch.bfloat16  # chunk start states, written by 2, read by 3
     fused: bool = False  # all three stages in one cooperative launch (GPU only)
-    fused_warps: int = 4
+    fused_warps: int = 8
     fused_stages: int = 3
+    token_scan: bool = False  # token by token instead of chunks (token_scan.py): short calls
+    token_block_v: int = 2
+    token_warps: int = 1
 
 
 def launch_config(total: int, num_seqs: int, num_v_heads: int, head_v: int,
@@ -234,18 +250,24 @@ def launch_config(total: int, num_seqs: int, num_v_heads: int, head_v: int,
       side by side, less work per step) pay off when there are few sequences. Three stages of
       load pipelining: 111 vs 262 us (one stage) at T=5709 in 2 sequences.
     - Stage 3: 64 output columns per program; 32 or 128 were slower on every shape measured.
-    - One launch (``fused``) while stage 1's items fit 1.5 rounds of one program per SM: the
-      kernels of three launches would run shorter than the host takes to launch them (H200,
-      judge's timer: 47-51 us against 99-126 us for T <= 134; 103 against 136 us at T=1377 in
-      one sequence; but 106 against 87 us at T=1966 in two, and slower beyond).
+    - One launch (``fused``) while stage 1's items fit 2.5 rounds of one program per SM: the
+      kernels of three launches would run shorter than the host takes to launch them. H200,
+      judge's timer: 47-51 us against 99-126 us for T <= 134. H100, ``run_local``, 8 warps:
+      94-144 us at T = 1592..2284, where the three launches took 151-209 us (their kernels
+      are busy ~90 us: the rest is host time between launches); but 162-211 against 143-190
+      us at T = 2857..3271. Its programs take 8 warps (H100: 29-52 us against 53-64 us with 4
+      warps for T = 6..525).
+    - Token by token (``token_scan``) up to TOKEN_SCAN_MAX_TOKENS tokens (H100: 5 us at T=6,
+      35 us at T=61, against ~30-35 us for the one-launch kernel).
     """
     programs = (triton.cdiv(total, CHUNK) + num_seqs) * num_v_heads
     scan_block_v = 16 if num_seqs * num_v_heads * triton.cdiv(head_v, 32) < 528 else 32
     return LaunchConfig(
+        token_scan=total <= TOKEN_SCAN_MAX_TOKENS,
         prep_warps=8 if programs < 256 else 4,
         scan_block_v=min(scan_block_v, triton.next_power_of_2(head_v)),
         out_block_v=min(64, triton.next_power_of_2(head_v)),
-        fused=not _INTERPRET and 2 * programs <= 3 * sm_count,
+        fused=not _INTERPRET and 2 * programs <= 5 * sm_count,
     )
 
 
@@ -292,23 +314,36 @@ def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_sta
         new_state.zero_()
         return output, new_state
 
-    # Stage-1 results, token-major like the inputs; fp32 keeps the chunk algebra accurate on
-    # long sequences. Stage 2 overwrites U~ with U in place; h holds each chunk's start state.
     sm_count = _sm_count_of(q.device.index or 0) if q.is_cuda else 2
     cfg = launch_config(total, num_seqs, num_v_heads, head_v, sm_count)
+    group = num_v_heads // num_qk_heads
+    has_state = state is not None
+    state_arg = state if state is not None else new_state  # never read when HAS_STATE=False
+    if cfg.token_scan:
+        block_v = min(cfg.token_block_v, head_v)
+        token_scan_kernel[(num_seqs, num_v_heads, head_v // block_v)](
+            q, k, v, a, b, A_log, dt_bias, cu_seqlens, state_arg, output, new_state,
+            float(scale),
+            q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+            a.stride(0), b.stride(0), state_arg.stride(0), state_arg.stride(1),
+            new_state.stride(0), new_state.stride(1), output.stride(0), output.stride(1),
+            GROUP=group, K=head_k, BLOCK_V=block_v, HAS_STATE=has_state,
+            num_warps=cfg.token_warps,
+        )
+        return output, new_state
+
+    # Stage-1 results, token-major like the inputs; fp32 keeps the chunk algebra accurate on
+    # long sequences. Stage 2 overwrites U~ with U in place; h holds each chunk's start state.
     w = torch.empty(total, num_v_heads, head_k, device=q.device, dtype=cfg.w_dtype)
     u = torch.empty(total, num_v_heads, head_v, device=q.device, dtype=torch.float32)
     g = torch.empty(total, num_v_heads, device=q.device, dtype=torch.float32)
     slots, _ = prep_grid(total, num_seqs, num_v_heads)
     h = torch.empty(slots, num_v_heads, head_v, head_k, device=q.device, dtype=cfg.h_dtype)
-    state_arg = state if state is not None else new_state  # never read when HAS_STATE=False
     # bf16 tensor-core operands where the products are exact anyway (K K^T, Q K^T, Q S0^T);
     # Triton's CPU interpreter gets bf16 tiles wrong, so it takes the fp32 path.
     native_bf16 = q.is_cuda and q.dtype == torch.bfloat16 and k.dtype == torch.bfloat16
 
-    group = num_v_heads // num_qk_heads
     block_n = triton.next_power_of_2(num_seqs + 1)
-    has_state = state is not None
     scan_bf16 = cfg.scan_dot_bf16 and q.is_cuda
     s0_bf16 = native_bf16 and h.dtype == torch.bfloat16
     if cfg.fused:
