@@ -33,7 +33,7 @@ SUB = 16
 
 
 @triton.jit
-def _softplus(x):
+def softplus(x):
     # Same cut-over as torch.nn.functional.softplus (beta=1, threshold=20): linear above 20.
     return tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))
 
@@ -82,7 +82,7 @@ def _load_block(
     )
     a = tl.load(a_ptr + rows * stride_a_t + i_h, mask=m_t, other=0.0).to(tl.float32)
     b = tl.load(b_ptr + rows * stride_b_t + i_h, mask=m_t, other=0.0).to(tl.float32)
-    log_g = tl.where(m_t, -tl.exp(a_log) * _softplus(a + dt_bias), 0.0)
+    log_g = tl.where(m_t, -tl.exp(a_log) * softplus(a + dt_bias), 0.0)
     beta = tl.where(m_t, tl.sigmoid(b), 0.0)
     return kb, log_g, beta
 

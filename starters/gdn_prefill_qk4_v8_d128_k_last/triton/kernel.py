@@ -53,9 +53,9 @@ means are the "before" column.
 
 At T = 8192 in 32 sequences (three launches, torch profiler, device time): stage 1 ~115 us,
 stage 2 ~93 us, stage 3 ~62 us. Stage 1 is the next target: its 16x16 blocks run a long chain
-of small matmuls (the inverse) and spill registers. Mid-size calls also pay the host's time
-between the three launches: at T = 2107 their kernels run ~87 us, but the judge's span varied
-from 100 to 230 us between runs. Tried and dropped: stage 2 computing the outputs itself (no
+of small matmuls (the inverse) and spill registers. Calls past the one-launch cut-over also
+pay the host's time between the three launches: at T = 3028 in 5 sequences their kernels run
+~110 us, but the judge's span varied from 155 to 202 us between runs. Tried and dropped: stage 2 computing the outputs itself (no
 stage 3): 3-5% faster on evenly split sequences, but 5-20% slower on the dataset's, whose
 longest sequence sets stage 2's chain.
 """

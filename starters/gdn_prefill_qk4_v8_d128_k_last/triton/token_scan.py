@@ -19,11 +19,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-
-@triton.jit
-def _softplus(x):
-    # Same cut-over as torch.nn.functional.softplus (beta=1, threshold=20): linear above 20.
-    return tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))
+from .chunk_prep import softplus
 
 
 @triton.jit
@@ -77,7 +73,7 @@ def token_scan_kernel(
         qn, kn, vn, an, bn = _token(q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, t + 1, eos, i_qk,
                                     i_h, offs_k, offs_v, stride_q_t, stride_q_h, stride_k_t,
                                     stride_k_h, stride_v_t, stride_v_h, stride_a_t, stride_b_t)
-        s = s * tl.exp(decay_rate * _softplus(a + dt_bias))
+        s = s * tl.exp(decay_rate * softplus(a + dt_bias))
         u = tl.sigmoid(b) * (v - tl.sum(s * k[None, :], axis=1))
         s = s + u[:, None] * k[None, :]
         o = tl.sum(s * q[None, :], axis=1) * scale
