@@ -42,6 +42,8 @@ class ContestScore(BaseModel):
     versions: dict[str, str] = {}
     baseline_latency_ms: dict[str, float] = {}
     """The baseline's latency per workload uuid of this run (where it passed)."""
+    baseline_failures: dict[str, str] = {}
+    """Why the baseline failed, per workload uuid of this run ("STATUS: reason")."""
 
     def line(self) -> str:
         """One terminal line: the score and what it covers, or why there is none."""
@@ -58,6 +60,10 @@ class ContestScore(BaseModel):
         cover = f"{self.compared} of {self.selected} workloads"
         if self.baseline_failed:
             cover += f", {self.baseline_failed} left out: the baseline failed them"
+            if self.baseline_failures:  # the first one's reason, so the line says why
+                uuid, why = next(iter(sorted(self.baseline_failures.items())))
+                why = why if len(why) <= 100 else why[:97] + "..."
+                cover += f" (e.g. {uuid[:8]}: {why})"
         return (f"contest score {self.score:.3f}x vs FlashInfer {self.baseline} "
                 f"({cover}; {what}{where})")
 
@@ -80,7 +86,7 @@ def contest_score(
         result.reason = reasons[0]
         return result
     latencies: dict[str, float] = {}
-    failed: set[str] = set()
+    failed: dict[str, str] = {}
     for part in parts:
         latencies.update(part.latencies)
         failed.update(part.failed)
@@ -92,7 +98,8 @@ def contest_score(
         perf = ev.performance
         ok = ev.passed and perf is not None and perf.is_valid
         record.add(trace.workload.uuid, perf.latency_ms if ok else None)
-    result.baseline_failed = len(failed & record.touched)
+    result.baseline_failures = {u: why for u, why in failed.items() if u in record.touched}
+    result.baseline_failed = len(result.baseline_failures)
     result.baseline_latency_ms = {u: ms for u, ms in latencies.items() if u in record.touched}
     metrics = speedup_metrics(record, latencies)
     if metrics is None:

@@ -186,9 +186,11 @@ def test_contest_score_is_the_mean_of_baseline_over_solution_latency():
     assert score.score == pytest.approx((2.0 + 0.5) / 2)
     assert (score.compared, score.selected, score.baseline_failed) == (2, 3, 1)
     assert score.baseline_latency_ms == {"w1": 1.0, "w2": 1.0}
+    assert score.baseline_failures == {"w3": "INCORRECT: x"}
     assert score.line() == (
         "contest score 1.250x vs FlashInfer flashinfer_wrapper_9b7f1e (2 of 3 workloads, 1 left "
-        "out: the baseline failed them; faster on 1; NVIDIA H100 80GB HBM3, flashinfer 0.7.2)")
+        "out: the baseline failed them (e.g. w3: INCORRECT: x); faster on 1; NVIDIA H100 80GB "
+        "HBM3, flashinfer 0.7.2)")
     assert json.loads(json.dumps(score.model_dump(mode="json")))["score"] == pytest.approx(1.25)
 
 
