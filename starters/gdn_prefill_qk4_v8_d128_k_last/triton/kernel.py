@@ -18,7 +18,7 @@ each sequence into 64-token chunks and runs in three phases:
 3. ``chunk_output`` every (chunk, head, slice of columns) in parallel: the outputs.
 
 Calls of at most 64 tokens skip the chunks and walk the tokens one by one (token_scan.py):
-no sequence can be longer, and at ~0.55 us a token that beats the chunked kernels' floor.
+no sequence can be longer, and at ~0.45 us a token that beats the chunked kernels' floor.
 
 Calls up to about 2,300 tokens (stage 1's chunks fit 2.5 rounds of the GPU's programs) run
 the three phases in one cooperative launch, separated by grid barriers: the judge counts the
@@ -50,6 +50,10 @@ means are the "before" column.
 | T = 65..600, one launch | 34 | 43.8 (54) | 14.9 us |
 | T = 601..5709 | 22 | 122 (130) | 26.9 us |
 | T = 8192, 20-57 sequences | 16 | 302 (300) | 48.4 us |
+
+After that run the token loop took S k and S q side by side (token_scan.py): ~20% faster
+(4.7 against 5.1 us at T=6, 14.6 against 18.0 at T=30, 27.8 against 35.2 at T=61); the full
+set was not timed again.
 
 At T = 8192 in 32 sequences (three launches, torch profiler, device time): stage 1 ~115 us,
 stage 2 ~93 us, stage 3 ~62 us. Stage 1 is the next target: its 16x16 blocks run a long chain
@@ -83,7 +87,7 @@ _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 F32_DOT = "tf32"
 
 # Calls of at most this many tokens go token by token (token_scan.py): no sequence is longer,
-# and at ~0.55 us a token (H100) that beats the chunked kernels' ~30 us floor.
+# and at ~0.45 us a token (H100) that beats the chunked kernels' ~30 us floor.
 TOKEN_SCAN_MAX_TOKENS = 64
 
 
@@ -257,8 +261,8 @@ def launch_config(total: int, num_seqs: int, num_v_heads: int, head_v: int,
       are busy ~90 us: the rest is host time between launches); but 162-211 against 143-190
       us at T = 2857..3271. Its programs take 8 warps (H100: 29-52 us against 53-64 us with 4
       warps for T = 6..525).
-    - Token by token (``token_scan``) up to TOKEN_SCAN_MAX_TOKENS tokens (H100: 5 us at T=6,
-      35 us at T=61, against ~30-35 us for the one-launch kernel).
+    - Token by token (``token_scan``) up to TOKEN_SCAN_MAX_TOKENS tokens (H100: 4.7 us at
+      T=6, 27.8 us at T=61, against 29-35 us for the one-launch kernel).
     """
     programs = (triton.cdiv(total, CHUNK) + num_seqs) * num_v_heads
     scan_block_v = 16 if num_seqs * num_v_heads * triton.cdiv(head_v, 32) < 528 else 32

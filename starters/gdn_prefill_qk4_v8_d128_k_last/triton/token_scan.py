@@ -1,17 +1,18 @@
 """Short prompts: the recurrence token by token, the decode update in a loop.
 
 For a few dozen tokens the chunked form's fixed costs (a 64x64 triangular inverse per chunk,
-three phases, grid barriers) outweigh the work: its one-launch kernel takes ~50 us even for 6
+three phases, grid barriers) outweigh the work: its one-launch kernel takes ~30 us even for 6
 tokens. Here one program owns one (sequence, value head, block of BLOCK_V state rows), keeps
 that slice of the state in fp32 registers and applies the update once per token:
 
     S = g S;  u = beta (v_t - S k_t);  S = S + u k_t^T;  out_t = scale S q_t
 
 Rows of the k-last state never interact, so thin row blocks give many independent programs.
-The cost is a chain of two row-wise dot products (cross-lane reductions) per token, so the time
-grows with the longest sequence; ``launch_config`` sends only short calls here. The next
-token's vectors are loaded before the current token's update, so their latency overlaps it.
-This is the reference's own arithmetic, in fp32: errors stay at the bf16 output's rounding.
+The cost is a chain of row-wise dot products (cross-lane reductions) per token. S k and S q
+are both taken from the state before the update, so they run side by side, and the output
+follows from them (see the loop). The time grows with the longest sequence; ``launch_config``
+sends only short calls here. The next token's vectors are loaded before the current token's
+update, so their latency overlaps it. All in fp32: errors stay at the bf16 output's rounding.
 """
 
 from __future__ import annotations
@@ -73,10 +74,14 @@ def token_scan_kernel(
         qn, kn, vn, an, bn = _token(q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, t + 1, eos, i_qk,
                                     i_h, offs_k, offs_v, stride_q_t, stride_q_h, stride_k_t,
                                     stride_k_h, stride_v_t, stride_v_h, stride_a_t, stride_b_t)
-        s = s * tl.exp(decay_rate * softplus(a + dt_bias))
-        u = tl.sigmoid(b) * (v - tl.sum(s * k[None, :], axis=1))
-        s = s + u[:, None] * k[None, :]
-        o = tl.sum(s * q[None, :], axis=1) * scale
+        # Both reads of the old state S at once (two independent reductions), then one update:
+        # with S' = g S, S' k = g (S k) and (S' + u k^T) q = g (S q) + u (k . q).
+        g = tl.exp(decay_rate * softplus(a + dt_bias))
+        sk = tl.sum(s * k[None, :], axis=1)
+        sq = tl.sum(s * q[None, :], axis=1)
+        u = tl.sigmoid(b) * (v - g * sk)
+        o = (g * sq + u * tl.sum(k * q, axis=0)) * scale
+        s = s * g + u[:, None] * k[None, :]
         tl.store(out_ptr + t * stride_o_t + i_h * stride_o_h + offs_v,
                  o.to(out_ptr.dtype.element_ty))
         q, k, v, a, b = qn, kn, vn, an, bn
