@@ -31,7 +31,7 @@ import bench_gdn  # noqa: E402  (the test helpers and timing of the main GDN ben
 from bench_common import needs_gpu  # noqa: E402
 
 H = bench_gdn.H
-SHAPES = [(139, 3), (2107, 1), (5709, 2), (8192, 32), (8192, 57)]
+SHAPES = [(61, 1), (139, 3), (2107, 1), (5709, 2), (8192, 32), (8192, 57)]
 BF16 = torch.bfloat16
 
 # Each variant is a set of LaunchConfig fields replaced on top of the default for the shape.
@@ -46,7 +46,7 @@ VARIANTS: list[dict] = [
     {"fused": True},
     {"fused": False},
     {"fused_warps": 4},
-    {"token_scan": True},
+    {"token_scan": False},
 ]
 
 
@@ -148,7 +148,8 @@ def main() -> int:
                 lines.append(f"  {label(kw):58s} {type(err).__name__}: {str(err)[:100]}")
             finally:
                 mod.launch_config = base
-        for name in ("gdn_prefill_fused_kernel", "prep_kernel", "scan_kernel", "output_kernel"):
+        for name in ("token_scan_kernel", "gdn_prefill_fused_kernel", "prep_kernel", "scan_kernel",
+                     "output_kernel"):
             lines.append(f"  {name}: {compiled_info(getattr(mod, name))}")
 
     out_dir = os.environ.get("OUT")

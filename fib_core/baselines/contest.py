@@ -45,11 +45,21 @@ class ContestScore(BaseModel):
     baseline_failures: dict[str, str] = {}
     """Why the baseline failed, per workload uuid of this run ("STATUS: reason")."""
 
+    def failure_example(self) -> str:
+        """' (e.g. UUID8: STATUS: reason)' for the baseline's failure of the lowest uuid, on one
+        line and at most 100 characters of reason, so a score line says why; '' if none."""
+        if not self.baseline_failures:
+            return ""
+        uuid, why = min(self.baseline_failures.items())
+        why = " ".join(why.split()).rstrip(": ")
+        why = why if len(why) <= 100 else why[:97] + "..."
+        return f" (e.g. {uuid[:8]}: {why})"
+
     def line(self) -> str:
         """One terminal line: the score and what it covers, or why there is none."""
         if self.score is None:
             named = f"FlashInfer baseline {self.baseline}: " if self.baseline else ""
-            return f"contest score: none ({named}{self.reason})"
+            return f"contest score: none ({named}{self.reason}{self.failure_example()})"
         libs = ", ".join(f"{name} {version}" for name, version in self.versions.items())
         where = f"; {self.gpu}" + (f", {libs}" if libs else "") if self.gpu else ""
         if self.metrics is not None and self.metrics.success_rate == 0.0:
@@ -60,10 +70,7 @@ class ContestScore(BaseModel):
         cover = f"{self.compared} of {self.selected} workloads"
         if self.baseline_failed:
             cover += f", {self.baseline_failed} left out: the baseline failed them"
-            if self.baseline_failures:  # the first one's reason, so the line says why
-                uuid, why = next(iter(sorted(self.baseline_failures.items())))
-                why = why if len(why) <= 100 else why[:97] + "..."
-                cover += f" (e.g. {uuid[:8]}: {why})"
+            cover += self.failure_example()
         return (f"contest score {self.score:.3f}x vs FlashInfer {self.baseline} "
                 f"({cover}; {what}{where})")
 

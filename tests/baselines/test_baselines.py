@@ -194,6 +194,15 @@ def test_contest_score_is_the_mean_of_baseline_over_solution_latency():
     assert json.loads(json.dumps(score.model_dump(mode="json")))["score"] == pytest.approx(1.25)
 
 
+def test_the_score_line_says_why_the_baseline_failed_even_when_it_failed_everything():
+    traces = [_trace("w1", 0.5), _trace("w2", 1.0)]
+    score = contest_score(DECODE, traces, [_times({}, {"w2": "TIMEOUT:", "w1": "INCORRECT:\n  x"})])
+    assert score.score is None and score.baseline_failed == 2
+    assert score.line() == ("contest score: none (FlashInfer baseline flashinfer_wrapper_9b7f1e: "
+                            "the baseline passed none of this run's workloads (e.g. w1: "
+                            "INCORRECT: x))")
+
+
 def test_any_failed_workload_zeroes_the_contest_score():
     traces = [_trace("w1", 0.5), _trace("w2", None)]
     score = contest_score(DECODE, traces, [_times({"w1": 1.0, "w2": 1.0})])

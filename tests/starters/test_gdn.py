@@ -376,9 +376,14 @@ def test_triton_prefill_without_state_and_default_scale():
 
 
 @pytest.mark.slow
-def test_triton_prefill_qk16_v32():
+@pytest.mark.parametrize("token_scan", [True, False], ids=["token-by-token", "chunked"])
+def test_triton_prefill_qk16_v32(token_scan, monkeypatch):
+    mod = load_triton_starter(PREFILL_DIR / "triton")
+    default = mod.launch_config
+    monkeypatch.setattr(mod, "launch_config", lambda *a, **k: dataclasses.replace(
+        default(*a, **k), token_scan=token_scan))
     inputs = prefill_inputs([3, 20], Heads(16, 32, 16, 16), seed=9)
-    check(load_triton_starter(PREFILL_DIR / "triton").run, naive_prefill, inputs, prefill=True)
+    check(mod.run, naive_prefill, inputs, prefill=True)
 
 
 def test_triton_prefill_rejects_head_sizes_tensor_cores_cannot_tile():

@@ -20,12 +20,13 @@ each sequence into 64-token chunks and runs in three phases:
 Calls of at most 64 tokens skip the chunks and walk the tokens one by one (token_scan.py):
 no sequence can be longer, and at ~0.45 us a token that beats the chunked kernels' floor.
 
-Calls up to about 2,300 tokens (stage 1's chunks fit 2.5 rounds of the GPU's programs) run
-the three phases in one cooperative launch, separated by grid barriers: the judge counts the
-host's time between launches (25-35 us and more for each Triton launch on these hosts), which
-was most of a short prompt's time. Its programs take 8 warps, one per SM (a cooperative launch
-must keep them all resident). Larger calls launch each phase on its own grid, where the
-kernels mostly run longer than the host needs to launch the next one.
+Calls up to about 2,400-2,560 tokens on an H100 (fewer with more sequences: stage 1's chunks
+must fit 2.5 rounds of the GPU's programs) run the three phases in one cooperative launch,
+separated by grid barriers: the judge counts the host's time between launches (25-35 us and
+more for each Triton launch on these hosts), which was most of a short prompt's time. Its
+programs take 8 warps, one per SM (a cooperative launch must keep them all resident). Larger
+calls launch each phase on its own grid, where the kernels mostly run longer than the host
+needs to launch the next one.
 
 No host sync: sequence boundaries stay on the GPU (``cu_seqlens`` is read inside the kernels)
 and launch sizes use only tensor shapes (the chunk count is bounded by ceil(T / 64) + N).
@@ -59,9 +60,9 @@ At T = 8192 in 32 sequences (three launches, torch profiler, device time): stage
 stage 2 ~93 us, stage 3 ~62 us. Stage 1 is the next target: its 16x16 blocks run a long chain
 of small matmuls (the inverse) and spill registers. Calls past the one-launch cut-over also
 pay the host's time between the three launches: at T = 3028 in 5 sequences their kernels run
-~110 us, but the judge's span varied from 155 to 202 us between runs. Tried and dropped: stage 2 computing the outputs itself (no
-stage 3): 3-5% faster on evenly split sequences, but 5-20% slower on the dataset's, whose
-longest sequence sets stage 2's chain.
+~110 us, but the judge's span varied from 155 to 202 us between runs. Tried and dropped:
+stage 2 computing the outputs itself (no stage 3): 3-5% faster on evenly split sequences, but
+5-20% slower on the dataset's, whose longest sequence sets stage 2's chain.
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def token_scan_kernel(
     offs_v = tl.program_id(2) * BLOCK_V + tl.arange(0, BLOCK_V)
     rows = offs_v[:, None] * K + offs_k[None, :]  # this block of one dense [V, K] state
     if HAS_STATE:
-        s = tl.load(state_ptr + i_n * stride_s_n + i_h * stride_s_h + rows)
+        s = tl.load(state_ptr + i_n.to(tl.int64) * stride_s_n + i_h * stride_s_h + rows)
     else:
         s = tl.zeros([BLOCK_V, K], dtype=tl.float32)
     decay_rate = -tl.exp(tl.load(a_log_ptr + i_h).to(tl.float32))
@@ -87,4 +87,4 @@ def token_scan_kernel(
         q, k, v, a, b = qn, kn, vn, an, bn
     # An empty sequence leaves zeros, as the references do (they skip it entirely).
     s = tl.where(eos > bos, s, 0.0)
-    tl.store(new_state_ptr + i_n * stride_ns_n + i_h * stride_ns_h + rows, s)
+    tl.store(new_state_ptr + i_n.to(tl.int64) * stride_ns_n + i_h * stride_ns_h + rows, s)
