@@ -349,14 +349,25 @@ def test_triton_prefill_multi_chunk_sequences_small_heads():
     check(load_triton_starter(PREFILL_DIR / "triton").run, naive_prefill, inputs, prefill=True)
 
 
-@pytest.mark.parametrize("token_scan", [True, False], ids=["token-by-token", "chunked"])
-def test_triton_prefill_short_calls_on_either_path(token_scan, monkeypatch):
-    # Short calls go token by token by default; the chunked kernels must stay right on them
-    # too (a contestant may change the cut-over), and the token path on empty sequences.
+PREFILL_PATHS = pytest.mark.parametrize("token_scan", [True, False],
+                                        ids=["token-by-token", "chunked"])
+
+
+def prefill_on_path(monkeypatch, token_scan: bool):
+    """The prefill starter's module with every call sent token by token or through the chunks,
+    whatever its cut-over would choose (for as long as the test runs)."""
     mod = load_triton_starter(PREFILL_DIR / "triton")
     default = mod.launch_config
     monkeypatch.setattr(mod, "launch_config", lambda *a, **k: dataclasses.replace(
         default(*a, **k), token_scan=token_scan))
+    return mod
+
+
+@PREFILL_PATHS
+def test_triton_prefill_short_calls_on_either_path(token_scan, monkeypatch):
+    # Short calls go token by token by default; the chunked kernels must stay right on them
+    # too (a contestant may change the cut-over), and the token path on empty sequences.
+    mod = prefill_on_path(monkeypatch, token_scan)
     for inputs in (prefill_inputs([5, 0, 9], Heads(2, 4, 16, 16), seed=3),
                    prefill_inputs([0, 3, 7], Heads(1, 2, 32, 16), seed=4, with_state=False)):
         check(mod.run, naive_prefill, inputs, prefill=True)
@@ -376,14 +387,10 @@ def test_triton_prefill_without_state_and_default_scale():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("token_scan", [True, False], ids=["token-by-token", "chunked"])
+@PREFILL_PATHS
 def test_triton_prefill_qk16_v32(token_scan, monkeypatch):
-    mod = load_triton_starter(PREFILL_DIR / "triton")
-    default = mod.launch_config
-    monkeypatch.setattr(mod, "launch_config", lambda *a, **k: dataclasses.replace(
-        default(*a, **k), token_scan=token_scan))
     inputs = prefill_inputs([3, 20], Heads(16, 32, 16, 16), seed=9)
-    check(mod.run, naive_prefill, inputs, prefill=True)
+    check(prefill_on_path(monkeypatch, token_scan).run, naive_prefill, inputs, prefill=True)
 
 
 def test_triton_prefill_rejects_head_sizes_tensor_cores_cannot_tile():
