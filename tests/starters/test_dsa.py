@@ -283,6 +283,20 @@ def test_attention_sizes_come_from_shapes() -> None:
     _check_attention(inputs, _run_attention(inputs))
 
 
+def test_attention_caches_with_gaps_between_pages() -> None:
+    # Pages that are not laid end to end (each cache a slice of a larger buffer) take the
+    # page/slot addressing instead of the flat row number; the results must not change.
+    inputs = make_attention_inputs(2, num_pages=40, valid=[2048, 900], seed=8, device=DEVICE)
+    for i in (2, 3):  # ckv_cache, kpe_cache: [P, page_size, D] -> rows of a [P, page_size + 3, D]
+        cache = inputs[i]
+        padded = torch.zeros(cache.shape[0], cache.shape[1] + 3, cache.shape[2],
+                             dtype=cache.dtype, device=cache.device)
+        padded[:, : cache.shape[1]] = cache
+        inputs[i] = padded[:, : cache.shape[1]]
+        assert inputs[i].stride(0) != cache.shape[1] * inputs[i].stride(1)
+    _check_attention(inputs, _run_attention(inputs))
+
+
 @pytest.mark.parametrize("sm_count", [132, 148, 78])
 @pytest.mark.parametrize("block_k", [32, 64])
 def test_attention_plan_splits_invariants(sm_count: int, block_k: int) -> None:
