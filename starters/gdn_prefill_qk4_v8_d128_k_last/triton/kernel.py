@@ -263,12 +263,16 @@ def launch_config(total: int, num_seqs: int, num_v_heads: int, head_v: int,
       us at T = 2857..3271. Its programs take 8 warps (H100: 29-52 us against 53-64 us with 4
       warps for T = 6..525).
     - Token by token (``token_scan``) up to TOKEN_SCAN_MAX_TOKENS tokens (H100: 4.7 us at
-      T=6, 27.8 us at T=61, against 29-35 us for the one-launch kernel).
+      T=6, 27.8 us at T=61, against 29-35 us for the one-launch kernel). Triton's CPU
+      interpreter runs programs one after another, each op paying Python's overhead, so there
+      one program takes a whole head's state rows: 8 programs instead of 512 (a 13-token call
+      went from 43 s to about a second).
     """
     programs = (triton.cdiv(total, CHUNK) + num_seqs) * num_v_heads
     scan_block_v = 16 if num_seqs * num_v_heads * triton.cdiv(head_v, 32) < 528 else 32
     return LaunchConfig(
         token_scan=total <= TOKEN_SCAN_MAX_TOKENS,
+        token_block_v=triton.next_power_of_2(head_v) if _INTERPRET else 2,
         prep_warps=8 if programs < 256 else 4,
         scan_block_v=min(scan_block_v, triton.next_power_of_2(head_v)),
         out_block_v=min(64, triton.next_power_of_2(head_v)),
