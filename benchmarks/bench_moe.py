@@ -5,6 +5,9 @@
     python benchmarks/bench_moe.py --sweep 1 80     # also try alternative tile configs
     python benchmarks/bench_moe.py --quick          # T = 1 and 901 only (on a CPU: the
                                                     # routing inputs and their cost, exit 3)
+    python benchmarks/bench_moe.py --starter DIR --no-reference
+                                                    # another copy of the starter (an older
+                                                    # commit's, say), reference not timed
 
 For each workload: checks the output against the kit's reference (organizers' MoE rule: atol 1,
 rtol 0.3, 90% matched; no speedup is printed for a failing output), then times the starter as
@@ -57,12 +60,14 @@ WORKLOADS = [
 HIDDEN, INTER, NUM_LOCAL, NUM_EXPERTS = 7168, 2048, 32, 256
 ATOL, RTOL, MATCHED = 1.0, 0.3, 0.9
 
-def load_module(name: str):
-    """Import a starter module as part of a package (the starter uses relative imports)."""
+def load_module(name: str, starter_dir: Path | None = None):
+    """Import a starter module as part of a package (the starter uses relative imports).
+
+    ``starter_dir`` (first call only) times another copy of the starter folder."""
     pkg = "moe_triton_starter"
     if pkg not in sys.modules:
         spec = importlib.machinery.ModuleSpec(pkg, None, is_package=True)
-        spec.submodule_search_locations = [str(STARTER_DIR)]
+        spec.submodule_search_locations = [str(starter_dir or STARTER_DIR)]
         sys.modules[pkg] = importlib.util.module_from_spec(spec)
     return importlib.import_module(f"{pkg}.{name}")
 
@@ -173,17 +178,22 @@ def sweep(tokens: list[int], reference, deadline: float) -> list[str]:
     """Time alternative tile configs per token count; stops at the deadline."""
     tiles = load_module("tiles")
     TC = tiles.TileConfig
-    tiny = [TC(16, 64, 64, split1=8, split2=4, programs_per_sm=3),
+    tiny = [TC(16, 128, 128, split1=8, split2=4, stages1=3, stages2=3),
+            TC(16, 128, 128, split1=2, split2=2, stages1=3, stages2=3),
+            TC(16, 64, 64, split1=8, split2=4, programs_per_sm=3),
             TC(16, 64, 64, split1=8, split2=4, programs_per_sm=3, fused=False),
             TC(16, 64, 64, split1=4, split2=2, programs_per_sm=3),
             TC(16, 32, 64, split1=8, split2=8, programs_per_sm=3),
             TC(16, 64, 64, split1=14, split2=4, programs_per_sm=3),
             TC(16, 64, 64, programs_per_sm=3)]
-    small = [TC(16, 64, 64, programs_per_sm=3), TC(16, 64, 64, programs_per_sm=3, fused=False),
+    small = [TC(16, 128, 128, stages1=3, stages2=3),
+             TC(16, 128, 128, stages1=3, stages2=3, fused=False),
+             TC(16, 64, 64, programs_per_sm=3),
              TC(16, 64, 64, split1=2, split2=2, programs_per_sm=3),
              TC(16, 64, 64, stages1=3, stages2=3, programs_per_sm=3),
              TC(16, 128, 64, programs_per_sm=2)]
-    mid = [TC(32, 128, 128, stages1=3), TC(32, 128, 128, stages1=3, fused=False),
+    mid = [TC(64, 128, 128, num_warps=8, stages1=4, stages2=4, programs_per_sm=1),
+           TC(32, 128, 128, stages1=3), TC(32, 128, 128, stages1=3, fused=False),
            TC(32, 64, 128, stages1=4, programs_per_sm=3), TC(64, 128, 128, stages1=3)]
     large = [TC(128, 128, 128, num_warps=8, stages1=3, programs_per_sm=1),
              TC(128, 128, 128, num_warps=8, stages1=3, programs_per_sm=1, fused=False),
@@ -192,7 +202,7 @@ def sweep(tokens: list[int], reference, deadline: float) -> list[str]:
     offsets = dict(WORKLOADS)
     lines = ["sweep: T config ms matched"]
     for t in tokens:
-        for cfg in tiny if t <= 4 else small if t <= 80 else mid if t <= 2048 else large:
+        for cfg in tiny if t <= 8 else small if t <= 256 else mid if t <= 2048 else large:
             if time.time() > deadline:
                 lines.append("sweep stopped at the deadline")
                 return lines
@@ -233,7 +243,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kernel-report", action="store_true", help="print smem/regs/spills")
     p.add_argument("--deadline", type=float, default=1e9, help="seconds after which to stop")
     p.add_argument("--quick", action="store_true", help="T = 1 and 901 only")
+    p.add_argument("--starter", type=Path, help="time this copy of the starter's triton/ folder")
+    p.add_argument("--no-reference", action="store_true", help="do not time the reference")
     args = p.parse_args(argv)
+    if args.starter:
+        if not (args.starter / "kernel.py").is_file():
+            p.error(f"--starter {args.starter}: no kernel.py there")
+        load_module("kernel", args.starter)
     if args.quick and not args.tokens:
         args.tokens = [1, 901]
     if not torch.cuda.is_available():
@@ -249,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     for t, offset in WORKLOADS:
         if args.tokens and t not in args.tokens:
             continue
-        rows.append(bench_one(t, offset, reference))
+        rows.append(bench_one(t, offset, reference, with_reference=not args.no_reference))
         print(json.dumps(rows[-1]), flush=True)
         torch.cuda.empty_cache()
     table = format_table(rows, device)

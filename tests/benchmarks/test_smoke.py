@@ -91,3 +91,31 @@ def test_modal_body_check_refuses_to_compare_nothing(tmp_path: Path) -> None:
         timeout=120,
     )
     assert proc.returncode == 2 and "--local-json is required" in proc.stderr
+
+
+def _bench_moe(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", OUT="")
+    return subprocess.run([sys.executable, str(BENCH / "bench_moe.py"), *args],
+                          capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+
+
+def test_bench_moe_times_the_starter_copy_it_is_given(tmp_path: Path) -> None:
+    """--starter imports that folder's kernel (an older commit's copy, say), not the kit's."""
+    starter = REPO / "starters" / "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048"
+    copy = tmp_path / "old"
+    copy.mkdir()
+    for src in (starter / "triton").glob("*.py"):
+        (copy / src.name).write_text(src.read_text())
+    kernel = copy / "kernel.py"
+    kernel.write_text(kernel.read_text() + "\nprint('kernel imported from the copy')\n")
+    proc = _bench_moe(["--starter", str(copy), "--no-reference", "--quick"], tmp_path)
+    output = proc.stdout + proc.stderr
+    assert "kernel imported from the copy" in output, output[-3000:]
+    assert proc.returncode == (0 if _gpu() else NEEDS_GPU), output[-3000:]
+
+
+def test_bench_moe_names_a_starter_folder_without_a_kernel(tmp_path: Path) -> None:
+    proc = _bench_moe(["--starter", str(tmp_path), "--quick"], tmp_path)
+    assert proc.returncode == 2
+    assert f"--starter {tmp_path}: no kernel.py there" in proc.stderr
+    assert "Traceback" not in proc.stderr

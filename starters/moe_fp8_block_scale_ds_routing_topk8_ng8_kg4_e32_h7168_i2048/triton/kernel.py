@@ -17,19 +17,38 @@ the GPU waits; at a few tokens that was most of the call.
 Triton's CPU interpreter runs programs one after another (a grid barrier would wait forever),
 so there, and with ``TileConfig(fused=False)``, each phase is a launch of its own.
 
-Measured on one H100 under the judge's timer (the kit's CUPTI span; random routing, the
-contest's 19 token counts; benchmarks/bench_moe.py): mean 643 -> 461 us against the five-launch
+Measured earlier on one H100 under the judge's timer (the kit's CUPTI span; random routing,
+the contest's 19 token counts; benchmarks/bench_moe.py): mean 643 -> 461 us against the five-launch
 version; T=1 261 -> 72 us (that version's kernels were busy 68 us of it); T=80 451 -> 304 us;
 T=14107 2282 -> 2120 us. Every output within the contest's tolerance, 2.1-2.3% relative L2.
 
-Where the time goes, and what to try next:
-- T = 16..901 reads nearly every local expert's 44 MB of FP8 weights: about 70% of the H100's
-  HBM bandwidth (the kit's roofline floor for T=80 is about 210 us). A better weight stream
-  (TMA loads, deeper pipelines) is the remaining headroom there.
-- T of several thousand is matmul-bound at about 28% of the FP8 tensor-core peak: 128 x 256
-  tiles, TMA for the weight tiles, and a cheaper per-128-K scale promotion are the next steps.
-- T <= 16: the one or two active experts' weights are spread by split K; the phases' grid
-  barriers cost a few us each.
+Measured on one H200 (Triton 3.6), same machine, old tiles against the tiles of tiles.py now
+(16 x 128 tiles, two programs per SM up to 256 tokens; 64 x 128 with 8 warps near 1,000):
+- benchmarks/bench_moe.py (kit timer, random routing): mean 408.8 -> 382.7 us; T=14..80
+  9-23% faster, T=901 462 -> 423 us, T=1 59 -> 55 us; T of several thousand unchanged.
+- run_local on the embedded dataset (unbalanced routing): mean 445.9 -> 420.2 us, 19/19
+  passed, also isolated (419.9 us); T <= 80 173 -> 153 us; T=901 744 -> 560 us.
+
+Where the time goes (H200, a copy of this kernel that reads %globaltimer after each phase,
+random routing; the slowest program's end of each phase):
+- T=80 (264 programs): route 5, GEMM1 130, GEMM2 62, combine 2 us; barriers about 2 us each.
+  The chosen experts' weights stream at about 70% of the HBM bandwidth (bench_moe's %roof).
+  Faster weight streams (TMA loads) are the headroom here.
+- T=14107 (132 programs of 8 warps): route 97, GEMM1 1130, GEMM2 660, combine 200 us.
+  GEMM1 and GEMM2 run at about 60% of cuBLAS's FP8 speed for the same sizes with one scale
+  per row and column (691 and 393 us): each 128-wide K step waits for its MMA, then scales
+  and adds it in fp32 (one FMA per output element: by count about a quarter of the step's MMA
+  time) before the next MMA may start. Overlapping the two (two warp groups taking turns, as DeepGEMM does) is the
+  next step; it is not expressible in Triton 3.6 as far as we found.
+- The routing phase is bound by instructions (ncu: 34 M issued for 14107 tokens, 8 warps per
+  SM, 50% SM throughput), the combine phase by latency (8 masked gathers per token block).
+Tried without gain (H200): the routing with packed int64 keys and tl.max, with tl.topk, and
+with one atomic per (block, expert) instead of one per pair (84-97 us against 96); the
+combine with the next block's rows loaded ahead (229 against 195 us) or with slots no token
+of the block has skipped (393 us); the GEMM1 loop skewed so step i's MMA is issued before step
+i-1 is scaled (Triton still waits for every MMA: wgmma.wait_group 0); 64 x 128 tiles with 4
+or 8 warps and 128 x 64 tiles at T=14107 (3.6-8.5 ms, measured together with these tiles
+at 3.2 ms on one machine that ran everything about 50% slower than the others).
 
 Sizes (hidden, intermediate, local experts, experts) come from the tensors' shapes, so the
 same code runs on reduced problems; both sizes must be multiples of 128.
