@@ -25,9 +25,11 @@ T=14107 2282 -> 2120 us. Every output within the contest's tolerance, 2.1-2.3% r
 Measured on one H200 (Triton 3.6), same machine, old tiles against the tiles of tiles.py now
 (16 x 128 tiles, two programs per SM up to 256 tokens; 64 x 128 with 8 warps near 1,000):
 - benchmarks/bench_moe.py (kit timer, random routing): mean 408.8 -> 382.7 us; T=14..80
-  9-23% faster, T=901 462 -> 423 us, T=1 59 -> 55 us; T of several thousand unchanged.
-- run_local on the embedded dataset (unbalanced routing): mean 445.9 -> 420.2 us, 19/19
-  passed, also isolated (419.9 us); T <= 80 173 -> 153 us; T=901 744 -> 560 us.
+  9-23% faster, T=901 462 -> 423 us, T=1 59 -> 55 us; T=11948 and 14107 2.4% faster with 4
+  GEMM1 stages instead of 3 (2053 -> 2001 and 2084 -> 2030 us).
+- run_local on the embedded dataset (unbalanced routing), before the 4 GEMM1 stages: mean
+  445.9 -> 420.2 us, 19/19 passed, also isolated (419.9 us); T <= 80 173 -> 153 us; T=901
+  744 -> 560 us.
 
 Where the time goes (H200, a copy of this kernel that reads %globaltimer after each phase,
 random routing; the slowest program's end of each phase):
