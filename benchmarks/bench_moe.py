@@ -195,7 +195,9 @@ def sweep(tokens: list[int], reference, deadline: float) -> list[str]:
     mid = [TC(64, 128, 128, num_warps=8, stages1=4, stages2=4, programs_per_sm=1),
            TC(32, 128, 128, stages1=3), TC(32, 128, 128, stages1=3, fused=False),
            TC(32, 64, 128, stages1=4, programs_per_sm=3), TC(64, 128, 128, stages1=3)]
-    large = [TC(128, 128, 128, num_warps=8, stages1=3, programs_per_sm=1),
+    large = [TC(128, 128, 128, num_warps=8, stages1=4, programs_per_sm=1, route_tokens=16,
+                combine_tokens=8),
+             TC(128, 128, 128, num_warps=8, stages1=3, programs_per_sm=1),
              TC(128, 128, 128, num_warps=8, stages1=3, programs_per_sm=1, fused=False),
              TC(64, 128, 128, num_warps=8, stages1=4, programs_per_sm=2),
              TC(128, 128, 64, num_warps=8, stages1=3, programs_per_sm=1)]
