@@ -40,8 +40,8 @@ random routing; the slowest program's end of each phase):
   GEMM1 and GEMM2 run at about 60% of cuBLAS's FP8 speed for the same sizes with one scale
   per row and column (691 and 393 us): each 128-wide K step waits for its MMA, then scales
   and adds it in fp32 (one FMA per output element: by count about a quarter of the step's MMA
-  time) before the next MMA may start. Overlapping the two (two warp groups taking turns, as DeepGEMM does) is the
-  next step; it is not expressible in Triton 3.6 as far as we found.
+  time) before the next MMA may start. Overlapping the two (two warp groups taking turns, as
+  DeepGEMM does) is the next step; it is not expressible in Triton 3.6 as far as we found.
 - The routing phase is bound by instructions (ncu: 34 M issued for 14107 tokens, 8 warps per
   SM, 50% SM throughput), the combine phase by latency (8 masked gathers per token block).
 Tried without gain (H200): the routing with packed int64 keys and tl.max, with tl.topk, and

@@ -95,9 +95,10 @@ def pick_config(num_tokens: int, hidden: int = 7168, inter: int = 2048) -> TileC
     """
     if num_tokens <= 8:  # one to a handful of active experts: spread their weights over every SM
         split1, split2 = (8, 4) if num_tokens <= 4 else (2, 2)
-        return TileConfig(block_m=16, block_h=128, block_n2=128,
+        block_h = 128  # GEMM2's K step, so GEMM2 has inter // block_h steps to split
+        return TileConfig(block_m=16, block_h=block_h, block_n2=128,
                           split1=math.gcd(split1, hidden // SCALE_BLOCK),
-                          split2=math.gcd(split2, inter // 128), stages1=3, stages2=3)
+                          split2=math.gcd(split2, inter // block_h), stages1=3, stages2=3)
     if num_tokens <= 256:  # weight-bound: a few rows per expert
         return TileConfig(block_m=16, block_h=128, block_n2=128, stages1=3, stages2=3)
     if num_tokens <= 2048:  # tens of rows per expert
