@@ -25,6 +25,7 @@ Writes the table to $OUT/bench_moe.txt and $OUT/bench_moe.json when OUT is set.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.machinery
 import importlib.util
 import json
@@ -175,36 +176,34 @@ def format_table(rows: list[dict], device: str) -> str:
 
 
 def sweep(tokens: list[int], reference, deadline: float) -> list[str]:
-    """Time alternative tile configs per token count; stops at the deadline."""
+    """Time the starter's own config (tiles.pick_config), then alternatives, per token count;
+    stops at the deadline."""
     tiles = load_module("tiles")
     TC = tiles.TileConfig
-    tiny = [TC(16, 128, 128, split1=8, split2=4, stages1=3, stages2=3),
-            TC(16, 128, 128, split1=2, split2=2, stages1=3, stages2=3),
+    tiny = [TC(16, 128, 128, split1=2, split2=2, stages1=3, stages2=3),
             TC(16, 64, 64, split1=8, split2=4, programs_per_sm=3),
             TC(16, 64, 64, split1=8, split2=4, programs_per_sm=3, fused=False),
             TC(16, 64, 64, split1=4, split2=2, programs_per_sm=3),
             TC(16, 32, 64, split1=8, split2=8, programs_per_sm=3),
             TC(16, 64, 64, split1=14, split2=4, programs_per_sm=3),
             TC(16, 64, 64, programs_per_sm=3)]
-    small = [TC(16, 128, 128, stages1=3, stages2=3),
-             TC(16, 128, 128, stages1=3, stages2=3, fused=False),
-             TC(16, 64, 64, programs_per_sm=3),
+    small = [TC(16, 64, 64, programs_per_sm=3),
              TC(16, 64, 64, split1=2, split2=2, programs_per_sm=3),
              TC(16, 64, 64, stages1=3, stages2=3, programs_per_sm=3),
              TC(16, 128, 64, programs_per_sm=2)]
-    mid = [TC(64, 128, 128, num_warps=8, stages1=4, stages2=4, programs_per_sm=1),
-           TC(32, 128, 128, stages1=3), TC(32, 128, 128, stages1=3, fused=False),
+    mid = [TC(32, 128, 128, stages1=3), TC(32, 128, 128, stages1=3, fused=False),
            TC(32, 64, 128, stages1=4, programs_per_sm=3), TC(64, 128, 128, stages1=3)]
-    large = [TC(128, 128, 128, num_warps=8, stages1=4, programs_per_sm=1, route_tokens=16,
-                combine_tokens=8),
-             TC(128, 128, 128, num_warps=8, stages1=3, programs_per_sm=1),
+    large = [TC(128, 128, 128, num_warps=8, stages1=3, programs_per_sm=1),
              TC(128, 128, 128, num_warps=8, stages1=3, programs_per_sm=1, fused=False),
              TC(64, 128, 128, num_warps=8, stages1=4, programs_per_sm=2),
              TC(128, 128, 64, num_warps=8, stages1=3, programs_per_sm=1)]
     offsets = dict(WORKLOADS)
     lines = ["sweep: T config ms matched"]
     for t in tokens:
-        for cfg in tiny if t <= 8 else small if t <= 256 else mid if t <= 2048 else large:
+        own = tiles.pick_config(t, HIDDEN, INTER)
+        alternatives = tiny if t <= 8 else small if t <= 256 else mid if t <= 2048 else large
+        unfused = dataclasses.replace(own, fused=False)
+        for cfg in [own, unfused, *(c for c in alternatives if c not in (own, unfused))]:
             if time.time() > deadline:
                 lines.append("sweep stopped at the deadline")
                 return lines
