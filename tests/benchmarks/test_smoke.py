@@ -46,6 +46,14 @@ SCRIPTS: dict[str, tuple[list[str], bool, str]] = {
 HELPERS = {"bench_common.py"}
 
 
+def _script_env() -> dict[str, str]:
+    """The environment every script runs in here: the kit importable, output unbuffered, no
+    $OUT (scripts then write no files) and no dataset path (the embedded one is used)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", OUT="")
+    env.pop("FIB_DATASET_PATH", None)
+    return env
+
+
 def _gpu() -> bool:
     import torch
 
@@ -60,15 +68,13 @@ def test_every_script_has_a_smoke_run() -> None:
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
 def test_quick_mode(script: str, tmp_path: Path) -> None:
     extra, on_cpu, says = SCRIPTS[script]
-    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", OUT="")
-    env.pop("FIB_DATASET_PATH", None)
     args = [a.format(tmp=tmp_path) for a in extra]
     proc = subprocess.run(
         [sys.executable, str(BENCH / script), "--quick", *args],
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env=env,
+        env=_script_env(),
         timeout=600,
     )
     output = proc.stdout + proc.stderr
@@ -94,9 +100,8 @@ def test_modal_body_check_refuses_to_compare_nothing(tmp_path: Path) -> None:
 
 
 def _bench_moe(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", OUT="")
     return subprocess.run([sys.executable, str(BENCH / "bench_moe.py"), *args],
-                          capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+                          capture_output=True, text=True, cwd=cwd, env=_script_env(), timeout=300)
 
 
 def test_bench_moe_times_the_starter_copy_it_is_given(tmp_path: Path) -> None:
