@@ -249,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.starter:
         if not (args.starter / "kernel.py").is_file():
-            p.error(f"--starter {args.starter}: no kernel.py there")
+            p.error(f"--starter {args.starter}: no kernel.py there; pass a copy of the "
+                    "starter's triton/ folder")
         load_module("kernel", args.starter)
     if args.quick and not args.tokens:
         args.tokens = [1, 901]
