@@ -10,6 +10,14 @@ also prints registers and spills of the compiled default kernels.
     python benchmarks/tune_gdn_prefill.py --shapes 5709:2 8192:32
     python benchmarks/tune_gdn_prefill.py --once 8192:32    # one default call (for ncu)
     python benchmarks/tune_gdn_prefill.py --quick           # one shape (CPU: inputs, exit 3)
+    python benchmarks/tune_gdn_prefill.py --workloads --starter OLD/triton
+                                        # every contest workload's (T, N), kit timer, this
+                                        # starter beside an older copy of its triton/ folder
+
+``--workloads`` times the default call on each of the definition's 100 workloads' (total
+tokens, sequences) with seeded uneven splits (not the dataset's own cu_seqlens), under the
+kit's timer (the judge's span, as ``run_local.py`` reports); it checks no outputs (the GPU
+tests in tests/starters/test_gdn.py do) and prints the means by group of calls.
 
 The table is also written to $OUT/tune_gdn_prefill.txt when $OUT is set.
 """
@@ -18,7 +26,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
+import importlib.machinery
+import importlib.util
 import os
+import statistics
 import sys
 from pathlib import Path
 
@@ -41,11 +53,12 @@ VARIANTS: list[dict] = [
     {"scan_block_v": 16},
     {"scan_block_v": 32},
     {"prep_warps": 8},
-    {"prep_warps": 4},
+    {"prep_maxnreg": None},
+    {"prep_stages": 1},
     {"out_block_v": 128},
     {"fused": True},
     {"fused": False},
-    {"fused_warps": 4},
+    {"fused_warps": 8},
     {"token_scan": False},
 ]
 
@@ -96,13 +109,64 @@ def label(kw: dict) -> str:
     return ",".join(f"{k}={short.get(v, v)}" for k, v in kw.items())
 
 
+# Groups of calls by total tokens (label, first, last): the token path, the one-launch kernel
+# on short prompts, the mid-size calls, and the longest prompts.
+GROUPS = (("T <= 64", 0, 64), ("T = 65..600", 65, 600), ("T = 601..8191", 601, 8191),
+          ("T >= 8192", 8192, 1 << 40))
+
+
+def load_copy(starter_dir: Path):
+    """Import another copy of the starter's triton/ folder under its own package name, so it
+    runs beside the current starter in one process."""
+    pkg = "gdn_prefill_starter_copy"
+    spec = importlib.machinery.ModuleSpec(pkg, None, is_package=True)
+    spec.submodule_search_locations = [str(starter_dir)]
+    sys.modules[pkg] = importlib.util.module_from_spec(spec)
+    return importlib.import_module(f"{pkg}.kernel")
+
+
+def time_workloads(starters: dict, lines) -> None:
+    """Kit-timer latency of each starter on every contest workload's (T, N), then group means."""
+    from fib_core.dataset import embedded
+
+    axes = [r["workload"]["axes"] for r in embedded.workload_records(H.PREFILL)]
+    times: dict[str, list[tuple[int, float]]] = {name: [] for name in starters}
+    lines.append(f"{'workload':>8} {'T':>5} {'N':>3} " + " ".join(f"{n:>10}" for n in starters))
+    for i, ax in enumerate(axes):
+        total, n = ax["total_seq_len"], ax["num_seqs"]
+        inputs = bench_gdn.prefill_shape_inputs(total, n)
+        row = []
+        for name, mod in starters.items():
+            call, _ = bench_gdn.dps(mod.run, inputs, True)
+            us = bench_gdn.kit_us(call)
+            times[name].append((total, us))
+            row.append(f"{us:10.1f}")
+        lines.append(f"{i:8d} {total:5d} {n:3d} " + " ".join(row))
+    for label, first, last in GROUPS:
+        picked = [i for i, (t, _) in enumerate(times[next(iter(starters))]) if first <= t <= last]
+        means = [f"{statistics.mean(times[name][i][1] for i in picked):10.1f}" if picked
+                 else f"{'-':>10}" for name in starters]
+        lines.append(f"{label:>14} n={len(picked):<3d} " + " ".join(means))
+    lines.append(f"{'all':>14} n={len(axes):<3d} " + " ".join(
+        f"{statistics.mean(us for _, us in times[name]):10.1f}" for name in starters))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="*", type=parse_shape, default=SHAPES,
                         help="TOTAL:NUM_SEQS pairs")
     parser.add_argument("--once", type=parse_shape, help="run one default call and exit")
     parser.add_argument("--quick", action="store_true", help="one shape (139:3)")
+    parser.add_argument("--workloads", action="store_true",
+                        help="every contest workload's (T, N) under the kit's timer")
+    parser.add_argument("--starter", type=Path,
+                        help="with --workloads: also time this copy of the starter's triton/ folder")
     args = parser.parse_args()
+    if args.starter and not (args.starter / "kernel.py").is_file():
+        parser.error(f"--starter {args.starter}: no kernel.py there; pass a copy of the "
+                     "starter's triton/ folder")
+    if args.starter and not args.workloads:
+        parser.error("--starter goes with --workloads")
     if args.quick:
         args.shapes = [(139, 3)]
     if not torch.cuda.is_available():
@@ -112,6 +176,18 @@ def main() -> int:
         return needs_gpu("tune_gdn_prefill.py", f"prefill 139:3: {len(inputs)} inputs built")
     mod = H.load_triton_starter(H.PREFILL_DIR / "triton")
     base = mod.launch_config
+
+    if args.workloads:
+        lines = bench_gdn.Lines()
+        lines.append(f"device: {torch.cuda.get_device_name()}; kit timer, us")
+        starters = {"current": mod}
+        if args.starter:
+            starters["--starter"] = load_copy(args.starter)
+        time_workloads(starters, lines)
+        out_dir = os.environ.get("OUT")
+        if out_dir:
+            Path(out_dir, "tune_gdn_prefill_workloads.txt").write_text("\n".join(lines) + "\n")
+        return 0
 
     if args.once:
         inputs = bench_gdn.prefill_shape_inputs(*args.once)

@@ -124,3 +124,62 @@ def test_bench_moe_names_a_starter_folder_without_a_kernel(tmp_path: Path) -> No
     assert proc.returncode == 2
     assert f"--starter {tmp_path}: no kernel.py there" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def _tune_gdn(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(BENCH / "tune_gdn_prefill.py"), *args],
+                          capture_output=True, text=True, cwd=cwd, env=_script_env(), timeout=300)
+
+
+def test_tune_gdn_prefill_starter_copy_needs_a_kernel_and_workloads(tmp_path: Path) -> None:
+    proc = _tune_gdn(["--workloads", "--starter", str(tmp_path)], tmp_path)
+    assert proc.returncode == 2
+    assert f"--starter {tmp_path}: no kernel.py there" in proc.stderr
+    (tmp_path / "kernel.py").write_text("")
+    proc = _tune_gdn(["--starter", str(tmp_path)], tmp_path)
+    assert proc.returncode == 2 and "--starter goes with --workloads" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_tune_gdn_prefill_workload_table(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """--workloads times every contest workload once per starter and groups the means by total
+    tokens; the GPU timer is replaced here by a latency derived from the call's shape."""
+    import tune_gdn_prefill as tune
+
+    from fib_core.dataset import embedded
+
+    # the copy loads under its own package name, beside the kit's starter
+    starter = REPO / "starters" / "gdn_prefill_qk4_v8_d128_k_last" / "triton"
+    copy = tmp_path / "old"
+    copy.mkdir()
+    for src in starter.glob("*.py"):
+        (copy / src.name).write_text(src.read_text())
+    (copy / "kernel.py").write_text((copy / "kernel.py").read_text() + "\nFROM_COPY = True\n")
+    old = tune.load_copy(copy)
+    assert old.FROM_COPY and old.__name__ != tune.H.load_triton_starter(starter).__name__
+
+    monkeypatch.setattr(tune.bench_gdn, "prefill_shape_inputs", lambda total, n: (total, n))
+    monkeypatch.setattr(tune.bench_gdn, "dps", lambda run, inputs, prefill: (
+        (lambda: run(*inputs)), None))
+    monkeypatch.setattr(tune.bench_gdn, "kit_us", lambda call: call())
+
+    class Fake:
+        def __init__(self, scale: float) -> None:
+            self.run = lambda total, n: scale * total + n
+
+    lines: list[str] = []
+    tune.time_workloads({"current": Fake(1.0), "--starter": Fake(2.0)}, lines)
+    axes = [r["workload"]["axes"] for r in embedded.workload_records(tune.H.PREFILL)]
+    rows = [line for line in lines[1:] if line.split()[0].isdigit()]
+    assert len(rows) == len(axes) == 100
+
+    def means(group: list[dict]) -> list[str]:
+        return [f"n={len(group)}"] + [
+            f"{sum(scale * a['total_seq_len'] + a['num_seqs'] for a in group) / len(group):.1f}"
+            for scale in (1.0, 2.0)]
+
+    assert lines[-1].split() == ["all", *means(axes)]
+    short = [a for a in axes if a["total_seq_len"] <= 64]
+    assert ["T", "<=", "64", *means(short)] in [line.split() for line in lines]
+    counts = [int(line.split("n=")[1].split()[0]) for line in lines if " n=" in line]
+    assert len(counts) == 5 and sum(counts[:4]) == 100  # four groups, then all

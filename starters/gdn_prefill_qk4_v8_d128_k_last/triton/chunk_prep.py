@@ -17,10 +17,24 @@ here; stage 2 (chunk_scan.py) walks each sequence's chunks in order doing only t
 state-dependent matmuls, and stage 3 (chunk_output.py) the outputs. This kernel also stores
 the in-chunk log decay log(gamma_t).
 
-Where the time goes: ten 16x16x128 K.K^T blocks (tensor cores), the 64x64 inverse, and
-twenty 16x16x128 products for W and U~; then 2 x C x 128 fp32 stores per token-head. The inverse
-is done blockwise with small matmuls only: each 16x16 diagonal block by a short product
-formula, the off-diagonal blocks by T_ij = -T_ii sum_m A_im T_mj.
+Where the time goes (H200, T = 8192 in 32 sequences, 1,280 programs of 4 warps): 77.6 us
+for the stage (torch profiler), against 114 us for the former kernel, which built T from
+16x16 blocks (40 small fp32 products, registers spilled). Per program: K K^T (64x64x128,
+bf16 operands, exact), the inverse (ten 64x64x64 tf32 products in a chain of ten, each
+waiting on the one before), then W and U~ 32 columns at a time. Nsight Compute: 12.5%
+occupancy at 177 registers (2 programs per SM), L1/shared-memory pipe 66% busy (each product's
+operands go through shared memory), 0.32 instructions issued per cycle per scheduler; the
+register cap of 168 in ``LaunchConfig`` makes it 3 programs per SM (88 -> 78 us). Its memory
+traffic, ~76 MB at this size, would take ~16 us at the H200's bandwidth, so the stage is
+bound by the inverse's latency, not by memory.
+
+What to try next: fewer products on the inverse's chain (the first two doublings, blocks of
+2 and 4, could be done with register shuffles instead of 64x64 products), or two chunks per
+program so one's products overlap the other's waits. Tried: 64 or 128 columns per W/U~ step
+(94 and 112 us: more registers), one or two load stages (98 and 102 us), 8 warps (one
+program per SM: 2.2x slower in an earlier form of this kernel), a cap of 128 registers (spills, 88 us); the product series
+above in tf32x3 (near fp32) for all or part of the inverse (124-171 us: three products
+each, more registers), and forward substitution row by row for the 16x16 blocks (152 us).
 """
 
 from __future__ import annotations
@@ -28,8 +42,10 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-CHUNK = 64  # tokens per chunk (4 blocks of 16: the smallest tile a tensor-core dot accepts)
-SUB = 16
+CHUNK = 64  # tokens per chunk: one 64-row tensor-core tile (a Hopper warp group's height)
+LOG2_CHUNK: tl.constexpr = tl.constexpr(6)  # the inverse doubles its block size up to CHUNK
+COLS: tl.constexpr = tl.constexpr(32)  # W and U~ columns per step
+assert CHUNK == 1 << LOG2_CHUNK.value
 
 
 @triton.jit
@@ -62,134 +78,6 @@ def locate_chunk(cu_ptr, num_seqs, pid, CHUNK: tl.constexpr, BLOCK_N: tl.constex
 
 
 @triton.jit
-def _load_block(
-    k_ptr, a_ptr, b_ptr, row0, eos, i_h, i_qk, a_log, dt_bias,
-    stride_k_t, stride_k_h, stride_a_t, stride_b_t,
-    K: tl.constexpr, BLOCK_K: tl.constexpr, SUB: tl.constexpr,
-):
-    """Keys [SUB, BLOCK_K] (bf16), log-decay and beta [SUB] of one 16-token block.
-
-    Rows past the sequence end come back as zero keys, zero log-decay and zero beta: they then
-    contribute nothing to A, W or U~, which is how short chunks are handled.
-    """
-    rows = row0 + tl.arange(0, SUB)
-    m_t = rows < eos
-    offs_k = tl.arange(0, BLOCK_K)
-    kb = tl.load(
-        k_ptr + rows[:, None] * stride_k_t + i_qk * stride_k_h + offs_k[None, :],
-        mask=m_t[:, None] & (offs_k[None, :] < K),
-        other=0.0,
-    )
-    a = tl.load(a_ptr + rows * stride_a_t + i_h, mask=m_t, other=0.0).to(tl.float32)
-    b = tl.load(b_ptr + rows * stride_b_t + i_h, mask=m_t, other=0.0).to(tl.float32)
-    log_g = tl.where(m_t, -tl.exp(a_log) * softplus(a + dt_bias), 0.0)
-    beta = tl.where(m_t, tl.sigmoid(b), 0.0)
-    return kb, log_g, beta
-
-
-@triton.jit
-def _a_block(ki, kj, beta_i, gi, gj, DIAG: tl.constexpr, SUB: tl.constexpr,
-             NATIVE_BF16: tl.constexpr):
-    """Block (i, j) of A: beta_t (gamma_t / gamma_s) (k_t . k_s), strictly lower when DIAG."""
-    # Products of bf16 values are exact in fp32, so K K^T is exact either way: bf16 operands
-    # on the GPU, or (Triton's CPU interpreter mis-multiplies bf16 tiles) fp32 operands in tf32,
-    # which holds bf16 values exactly.
-    if NATIVE_BF16:
-        kk = tl.dot(ki, tl.trans(kj))
-    else:
-        kk = tl.dot(ki.to(tl.float32), tl.trans(kj.to(tl.float32)), input_precision="tf32")
-    diff = gi[:, None] - gj[None, :]
-    if DIAG:
-        r = tl.arange(0, SUB)
-        lower = r[:, None] > r[None, :]
-        # Mask before exp: above the diagonal the exponent is positive and could overflow.
-        return tl.where(lower, beta_i[:, None] * kk * tl.exp(tl.where(lower, diff, 0.0)), 0.0)
-    return beta_i[:, None] * kk * tl.exp(diff)  # i > j: diff <= 0, decays are <= 1
-
-
-@triton.jit
-def _mm(x, y):
-    # Small fp32 products of the inverse: exact fp32 on CUDA cores (ieee), they are 16x16x16.
-    return tl.dot(x, y, input_precision="ieee")
-
-
-@triton.jit
-def _invert_unit_lower(a, SUB: tl.constexpr):
-    """(I + a)^-1 for strictly lower-triangular a [16, 16], with six small matmuls.
-
-    a^16 = 0, so (I + a)^-1 = (I - a)(I + a^2)(I + a^4)(I + a^8) exactly. Register-level
-    forward substitution would need 15 dependent steps, each a cross-warp reduction. The
-    product form is safe at this size: with unit keys |a| <= 1, and even for identical keys
-    the largest power entry is C(14, 7) = 3432, a ~2e-4 relative rounding error in fp32;
-    over a whole 64-token chunk the same trick would cancel catastrophically.
-    """
-    r = tl.arange(0, SUB)
-    eye = (r[:, None] == r[None, :]).to(tl.float32)
-    x = eye - a
-    p = _mm(a, a)  # a^2
-    x = _mm(x, eye + p)
-    p = _mm(p, p)  # a^4
-    x = _mm(x, eye + p)
-    p = _mm(p, p)  # a^8
-    return _mm(x, eye + p)
-
-
-@triton.jit
-def _store_rows(
-    w_ptr, u_ptr, k_ptr, v_ptr, row0, eos, i_h, i_qk,
-    t0, t1, t2, t3, be0, be1, be2, be3, bg0, bg1, bg2, bg3,
-    stride_k_t, stride_k_h, stride_v_t, stride_v_h,
-    stride_w_t, stride_w_h, stride_u_t, stride_u_h,
-    K: tl.constexpr, V: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr,
-    SUB: tl.constexpr, NB: tl.constexpr, F32_DOT: tl.constexpr,
-):
-    """W and U~ rows of one 16-token block: sum over the blocks j <= i of T_ij @ (...)_j.
-
-    t0..t3 are the blocks T_i0..T_i3 of this block row (NB says how many count; the rest are
-    placeholders); be0..be3 and bg0..bg3 are beta and beta * gamma of the source blocks.
-    """
-    offs_k = tl.arange(0, BLOCK_K)
-    offs_v = tl.arange(0, BLOCK_V)
-    w = tl.zeros([SUB, BLOCK_K], dtype=tl.float32)
-    u = tl.zeros([SUB, BLOCK_V], dtype=tl.float32)
-    for j in tl.static_range(NB):
-        if j == 0:
-            t, beta_j, bg_j = t0, be0, bg0
-        elif j == 1:
-            t, beta_j, bg_j = t1, be1, bg1
-        elif j == 2:
-            t, beta_j, bg_j = t2, be2, bg2
-        else:
-            t, beta_j, bg_j = t3, be3, bg3
-        src = row0 - (NB - 1 - j) * SUB + tl.arange(0, SUB)
-        m_src = src < eos
-        kj = tl.load(
-            k_ptr + src[:, None] * stride_k_t + i_qk * stride_k_h + offs_k[None, :],
-            mask=m_src[:, None] & (offs_k[None, :] < K),
-            other=0.0,
-        ).to(tl.float32)
-        vj = tl.load(
-            v_ptr + src[:, None] * stride_v_t + i_h * stride_v_h + offs_v[None, :],
-            mask=m_src[:, None] & (offs_v[None, :] < V),
-            other=0.0,
-        ).to(tl.float32)
-        w += tl.dot(t, kj * bg_j[:, None], input_precision=F32_DOT)
-        u += tl.dot(t, vj * beta_j[:, None], input_precision=F32_DOT)
-    rows = row0 + tl.arange(0, SUB)
-    m_t = rows < eos
-    tl.store(
-        w_ptr + rows[:, None] * stride_w_t + i_h * stride_w_h + offs_k[None, :],
-        w.to(w_ptr.dtype.element_ty),
-        mask=m_t[:, None] & (offs_k[None, :] < K),
-    )
-    tl.store(
-        u_ptr + rows[:, None] * stride_u_t + i_h * stride_u_h + offs_v[None, :],
-        u,
-        mask=m_t[:, None] & (offs_v[None, :] < V),
-    )
-
-
-@triton.jit
 def chunk_prep(
     pid, i_h,
     k_ptr, v_ptr, a_ptr, b_ptr, a_log_ptr, dt_bias_ptr, cu_ptr,
@@ -206,7 +94,6 @@ def chunk_prep(
     BLOCK_V: tl.constexpr,
     BLOCK_N: tl.constexpr,
     CHUNK: tl.constexpr,
-    SUB: tl.constexpr,
     F32_DOT: tl.constexpr,
     NATIVE_BF16: tl.constexpr,
 ):
@@ -217,84 +104,71 @@ def chunk_prep(
         a_log = tl.load(a_log_ptr + i_h).to(tl.float32)
         dt_bias = tl.load(dt_bias_ptr + i_h).to(tl.float32)
 
-        # --- keys and gates of the four 16-token blocks; in-chunk cumulative log decay ------------
-        k0, lg0, be0 = _load_block(k_ptr, a_ptr, b_ptr, start, eos, i_h, i_qk, a_log, dt_bias,
-                                   stride_k_t, stride_k_h, stride_a_t, stride_b_t, K, BLOCK_K, SUB)
-        k1, lg1, be1 = _load_block(k_ptr, a_ptr, b_ptr, start + SUB, eos, i_h, i_qk, a_log, dt_bias,
-                                   stride_k_t, stride_k_h, stride_a_t, stride_b_t, K, BLOCK_K, SUB)
-        k2, lg2, be2 = _load_block(k_ptr, a_ptr, b_ptr, start + 2 * SUB, eos, i_h, i_qk, a_log,
-                                   dt_bias, stride_k_t, stride_k_h, stride_a_t, stride_b_t, K,
-                                   BLOCK_K, SUB)
-        k3, lg3, be3 = _load_block(k_ptr, a_ptr, b_ptr, start + 3 * SUB, eos, i_h, i_qk, a_log,
-                                   dt_bias, stride_k_t, stride_k_h, stride_a_t, stride_b_t, K,
-                                   BLOCK_K, SUB)
-        g0 = tl.cumsum(lg0, 0)
-        g1 = tl.cumsum(lg1, 0) + tl.sum(lg0, 0)
-        g2 = tl.cumsum(lg2, 0) + tl.sum(lg0, 0) + tl.sum(lg1, 0)
-        g3 = tl.cumsum(lg3, 0) + tl.sum(lg0, 0) + tl.sum(lg1, 0) + tl.sum(lg2, 0)
+        # --- the chunk's keys and gates; rows past the sequence end load as zero keys, zero
+        # log decay and zero beta, so they add nothing to A, W or U~ (how short chunks work)
+        r = tl.arange(0, CHUNK)
+        rows = start + r
+        m_t = rows < eos
+        offs_k = tl.arange(0, BLOCK_K)
+        m_k = m_t[:, None] & (offs_k[None, :] < K)
+        kc = tl.load(k_ptr + rows[:, None] * stride_k_t + i_qk * stride_k_h + offs_k[None, :],
+                     mask=m_k, other=0.0)
+        a = tl.load(a_ptr + rows * stride_a_t + i_h, mask=m_t, other=0.0).to(tl.float32)
+        b = tl.load(b_ptr + rows * stride_b_t + i_h, mask=m_t, other=0.0).to(tl.float32)
+        beta = tl.where(m_t, tl.sigmoid(b), 0.0)
+        g = tl.cumsum(tl.where(m_t, -tl.exp(a_log) * softplus(a + dt_bias), 0.0), 0)
+        tl.store(g_ptr + rows * stride_g_t + i_h, g, mask=m_t)
 
-        r = tl.arange(0, SUB)
-        for blk in tl.static_range(4):
-            if blk == 0:
-                gb = g0
-            elif blk == 1:
-                gb = g1
-            elif blk == 2:
-                gb = g2
-            else:
-                gb = g3
-            rows = start + blk * SUB + r
-            tl.store(g_ptr + rows * stride_g_t + i_h, gb, mask=rows < eos)
+        # --- A = strictly lower part of diag(beta) (K K^T * gamma_t / gamma_s) -----------------
+        # Products of bf16 values are exact in fp32, so K K^T is exact either way: bf16 operands
+        # on the GPU, or (Triton's CPU interpreter mis-multiplies bf16 tiles) fp32 operands.
+        if NATIVE_BF16:
+            kk = tl.dot(kc, tl.trans(kc))
+        else:
+            kf = kc.to(tl.float32)
+            kk = tl.dot(kf, tl.trans(kf), input_precision="ieee")
+        lower = r[:, None] > r[None, :]
+        # Mask before exp: above the diagonal the exponent is positive and could overflow.
+        a_mat = tl.where(lower, beta[:, None] * kk * tl.exp(tl.where(lower, g[:, None] - g[None, :],
+                                                                     0.0)), 0.0)
 
-        # --- A = strictly lower part of diag(beta) (K K^T * gamma_t / gamma_s), in 16x16 blocks --
-        a00 = _a_block(k0, k0, be0, g0, g0, True, SUB, NATIVE_BF16)
-        a11 = _a_block(k1, k1, be1, g1, g1, True, SUB, NATIVE_BF16)
-        a22 = _a_block(k2, k2, be2, g2, g2, True, SUB, NATIVE_BF16)
-        a33 = _a_block(k3, k3, be3, g3, g3, True, SUB, NATIVE_BF16)
-        a10 = _a_block(k1, k0, be1, g1, g0, False, SUB, NATIVE_BF16)
-        a20 = _a_block(k2, k0, be2, g2, g0, False, SUB, NATIVE_BF16)
-        a21 = _a_block(k2, k1, be2, g2, g1, False, SUB, NATIVE_BF16)
-        a30 = _a_block(k3, k0, be3, g3, g0, False, SUB, NATIVE_BF16)
-        a31 = _a_block(k3, k1, be3, g3, g1, False, SUB, NATIVE_BF16)
-        a32 = _a_block(k3, k2, be3, g3, g2, False, SUB, NATIVE_BF16)
+        # --- T = (I + A)^-1, doubling the block size: 2, 4, ..., 64 ---------------------------
+        # With T_b the inverse of A's diagonal blocks of size b (block-diagonal) and M the part
+        # of A inside the blocks of size 2b but outside those of size b, (T_b M)^2 = 0, so
+        #     T_2b = (I + T_b M)^-1 T_b = T_b - T_b M T_b.
+        # Five such steps, two 64x64 tensor-core products each: forward substitution by blocks.
+        # The diagonal blocks of a triangular matrix's inverse are the inverses of its diagonal
+        # blocks, so every T_b holds entries of T itself and nothing large cancels; tf32
+        # rounding stays at tf32's size. (A power series such as (I - A)(I + A^2)(I + A^4)...
+        # grows terms up to C(14, 7) = 3432 for identical keys without decay, and tf32's
+        # rounding of those swamped the result: errors of 1e9 in that test.)
+        ri = r[:, None]
+        ci = r[None, :]
+        t = tl.where(ri == ci, 1.0, 0.0) - tl.where(ri // 2 == ci // 2, a_mat, 0.0)  # T_2
+        for lvl in tl.static_range(1, LOG2_CHUNK):
+            m = tl.where((ri >> (lvl + 1) == ci >> (lvl + 1)) & (ri >> lvl != ci >> lvl), a_mat, 0.0)
+            p = tl.dot(t, m, input_precision=F32_DOT)
+            t = t - tl.dot(p, t, input_precision=F32_DOT)
 
-        # --- T = (I + A)^-1: diagonal blocks by substitution, the rest by the block formula -------
-        t00 = _invert_unit_lower(a00, SUB)
-        t11 = _invert_unit_lower(a11, SUB)
-        t22 = _invert_unit_lower(a22, SUB)
-        t33 = _invert_unit_lower(a33, SUB)
-        t10 = -_mm(t11, _mm(a10, t00))
-        t21 = -_mm(t22, _mm(a21, t11))
-        t20 = -_mm(t22, _mm(a20, t00) + _mm(a21, t10))
-        t32 = -_mm(t33, _mm(a32, t22))
-        t31 = -_mm(t33, _mm(a31, t11) + _mm(a32, t21))
-        t30 = -_mm(t33, _mm(a30, t00) + _mm(a31, t10) + _mm(a32, t20))
-
-        # --- W = T diag(beta gamma) K and U~ = T diag(beta) V, one 16-row block at a time ---------
-        bg0 = be0 * tl.exp(g0)
-        bg1 = be1 * tl.exp(g1)
-        bg2 = be2 * tl.exp(g2)
-        bg3 = be3 * tl.exp(g3)
-        _store_rows(w_ptr, u_ptr, k_ptr, v_ptr, start, eos, i_h, i_qk,
-                    t00, t00, t00, t00, be0, be0, be0, be0, bg0, bg0, bg0, bg0,
-                    stride_k_t, stride_k_h, stride_v_t, stride_v_h,
-                    stride_w_t, stride_w_h, stride_u_t, stride_u_h,
-                    K, V, BLOCK_K, BLOCK_V, SUB, 1, F32_DOT)
-        _store_rows(w_ptr, u_ptr, k_ptr, v_ptr, start + SUB, eos, i_h, i_qk,
-                    t10, t11, t11, t11, be0, be1, be1, be1, bg0, bg1, bg1, bg1,
-                    stride_k_t, stride_k_h, stride_v_t, stride_v_h,
-                    stride_w_t, stride_w_h, stride_u_t, stride_u_h,
-                    K, V, BLOCK_K, BLOCK_V, SUB, 2, F32_DOT)
-        _store_rows(w_ptr, u_ptr, k_ptr, v_ptr, start + 2 * SUB, eos, i_h, i_qk,
-                    t20, t21, t22, t22, be0, be1, be2, be2, bg0, bg1, bg2, bg2,
-                    stride_k_t, stride_k_h, stride_v_t, stride_v_h,
-                    stride_w_t, stride_w_h, stride_u_t, stride_u_h,
-                    K, V, BLOCK_K, BLOCK_V, SUB, 3, F32_DOT)
-        _store_rows(w_ptr, u_ptr, k_ptr, v_ptr, start + 3 * SUB, eos, i_h, i_qk,
-                    t30, t31, t32, t33, be0, be1, be2, be3, bg0, bg1, bg2, bg3,
-                    stride_k_t, stride_k_h, stride_v_t, stride_v_h,
-                    stride_w_t, stride_w_h, stride_u_t, stride_u_h,
-                    K, V, BLOCK_K, BLOCK_V, SUB, 4, F32_DOT)
+        # --- W = T diag(beta gamma) K and U~ = T diag(beta) V, 32 columns at a time ---------------
+        # (a rolled loop over narrow slices: whole 64x128 tiles with their pointers would not
+        # fit in registers next to T)
+        bg = beta * tl.exp(g)
+        cols = tl.arange(0, COLS)
+        for c0 in range(0, BLOCK_K, COLS):
+            m_c = m_t[:, None] & (c0 + cols[None, :] < K)
+            kcs = tl.load(k_ptr + rows[:, None] * stride_k_t + i_qk * stride_k_h + c0 + cols[None, :],
+                          mask=m_c, other=0.0)
+            w = tl.dot(t, kcs.to(tl.float32) * bg[:, None], input_precision=F32_DOT)
+            tl.store(w_ptr + rows[:, None] * stride_w_t + i_h * stride_w_h + c0 + cols[None, :],
+                     w.to(w_ptr.dtype.element_ty), mask=m_c)
+        for c0 in range(0, BLOCK_V, COLS):
+            m_c = m_t[:, None] & (c0 + cols[None, :] < V)
+            vcs = tl.load(v_ptr + rows[:, None] * stride_v_t + i_h * stride_v_h + c0 + cols[None, :],
+                          mask=m_c, other=0.0)
+            u = tl.dot(t, vcs.to(tl.float32) * beta[:, None], input_precision=F32_DOT)
+            tl.store(u_ptr + rows[:, None] * stride_u_t + i_h * stride_u_h + c0 + cols[None, :], u,
+                     mask=m_c)
 
 
 def prep_grid(total_tokens: int, num_seqs: int, num_v_heads: int) -> tuple[int, int]:

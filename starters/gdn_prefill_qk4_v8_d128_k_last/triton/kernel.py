@@ -24,7 +24,7 @@ Calls up to about 2,400-2,560 tokens on an H100 (fewer with more sequences: stag
 must fit 2.5 rounds of the GPU's programs) run the three phases in one cooperative launch,
 separated by grid barriers: the judge counts the host's time between launches (25-35 us and
 more for each Triton launch on these hosts), which was most of a short prompt's time. Its
-programs take 8 warps, one per SM (a cooperative launch must keep them all resident). Larger
+programs take 4 warps, one per SM (a cooperative launch must keep them all resident). Larger
 calls launch each phase on its own grid, where the kernels mostly run longer than the host
 needs to launch the next one.
 
@@ -34,11 +34,15 @@ Head counts and sizes come from the shapes too.
 
 Precision: the state is carried in fp32 registers. Stage 2's two matmuls take bf16 operands
 (fp32 accumulation), and W and the saved chunk states are stored as bf16, as
-flash-linear-attention does; everything else is fp32 or exact. Against the fp32 token-by-token
+flash-linear-attention does; stage 1's inverse and its W and U~ products run in tf32 (fp32
+with a 10-bit mantissa); everything else is fp32 or exact. Against the fp32 token-by-token
 recurrence this moves the largest state error from ~1.2e-3 to ~3e-3 (the tolerance is 1e-2);
 output errors stay at the bf16 output's own rounding (~5e-4). It halves stage 2 on long
 sequences. ``LaunchConfig(scan_dot_bf16=False, w_dtype=torch.float32, h_dtype=torch.float32)``
-is the all-fp32 path.
+takes W, the chunk states and stage 2 back to fp32. A known limit: when every token of a
+sequence has the same key, beta is ~1 and nothing decays (no real prompt, but an easy test
+to write), the state's error reaches ~1.8e-2 and some of its elements fail the 1e-2
+tolerance (H200: 59 of 131,072 at T = 2107; the former stage 1 failed 154).
 
 Where the time goes. H100 through the kit (``run_local.py``, all 100 contest workloads, all
 passing): 95.3 us mean (94.4 us ``--isolated``). Before the token path, the 8-warp one-launch
@@ -56,9 +60,23 @@ After that run the token loop took S k and S q side by side (token_scan.py): ~20
 (4.7 against 5.1 us at T=6, 14.6 against 18.0 at T=30, 27.8 against 35.2 at T=61); the full
 set was not timed again.
 
-At T = 8192 in 32 sequences (three launches, torch profiler, device time): stage 1 ~115 us,
-stage 2 ~93 us, stage 3 ~62 us. Stage 1 is the next target: its 16x16 blocks run a long chain
-of small matmuls (the inverse) and spill registers. Calls past the one-launch cut-over also
+Stage 1 then moved to 64x64 tensor-core products (chunk_prep.py says how and where its time
+goes) and the one-launch kernel to 4 warps. H200, the kit's timer, the 100 workloads' (T, N)
+with seeded uneven splits, not the dataset's own (``benchmarks/tune_gdn_prefill.py
+--workloads --starter OLD/triton`` measures this way; outputs are checked by the GPU tests),
+mean us before and after:
+
+| calls | count | before | after |
+|---|---|---|---|
+| all | 100 | 80.3 | 72.3 |
+| T <= 64, token by token (unchanged) | 28 | 13.5 | 13.5 |
+| T = 65..600, one launch | 34 | 38.1 | 36.1 |
+| T = 601..5709 | 22 | 105.0 | 96.7 |
+| T = 8192, 20-57 sequences | 16 | 252.7 | 218.2 |
+
+At T = 8192 in 32 sequences (three launches, torch profiler, device time), H100 before:
+stage 1 ~115 us, stage 2 ~93 us, stage 3 ~62 us; H200 before: 114, 75 and 57 us; H200 now:
+78, 74 and 57 us. Stage 2 is now as long as stage 1. Calls past the one-launch cut-over also
 pay the host's time between the three launches: at T = 3028 in 5 sequences their kernels run
 ~110 us, but the judge's span varied from 155 to 202 us between runs. Tried and dropped:
 stage 2 computing the outputs itself (no stage 3): 3-5% faster on evenly split sequences, but
@@ -77,7 +95,7 @@ import triton
 import triton.language as tl
 
 from .chunk_output import chunk_output
-from .chunk_prep import CHUNK, SUB, chunk_prep, prep_grid
+from .chunk_prep import CHUNK, chunk_prep, prep_grid
 from .chunk_scan import chunk_scan
 from .token_scan import token_scan_kernel
 
@@ -119,7 +137,7 @@ def gdn_prefill_fused_kernel(
     stride_h_c, stride_h_h,
     stride_s_n, stride_s_h, stride_ns_n, stride_ns_h, stride_o_t, stride_o_h,
     NUM_V_HEADS: tl.constexpr, GROUP: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    BLOCK_N: tl.constexpr, CHUNK: tl.constexpr, SUB: tl.constexpr,
+    BLOCK_N: tl.constexpr, CHUNK: tl.constexpr,
     SCAN_BLOCK_V: tl.constexpr, OUT_BLOCK_V: tl.constexpr,
     HAS_STATE: tl.constexpr, SCAN_DOT_BF16: tl.constexpr, F32_DOT: tl.constexpr,
     NATIVE_BF16: tl.constexpr, S0_BF16: tl.constexpr,
@@ -134,7 +152,7 @@ def gdn_prefill_fused_kernel(
             k_ptr, v_ptr, a_ptr, b_ptr, a_log_ptr, dt_bias_ptr, cu_ptr, w_ptr, u_ptr, g_ptr,
             num_seqs, stride_k_t, stride_k_h, stride_v_t, stride_v_h, stride_a_t,
             stride_b_t, stride_w_t, stride_w_h, stride_u_t, stride_u_h, stride_g_t,
-            NUM_V_HEADS, GROUP, K, V, K, V, BLOCK_N, CHUNK, SUB, F32_DOT, NATIVE_BF16,
+            NUM_V_HEADS, GROUP, K, V, K, V, BLOCK_N, CHUNK, F32_DOT, NATIVE_BF16,
         )
     _grid_barrier(sync_ptr, num_programs)
     scan_blocks = tl.cdiv(V, SCAN_BLOCK_V)
@@ -170,7 +188,7 @@ def prep_kernel(
     stride_k_t, stride_k_h, stride_v_t, stride_v_h, stride_a_t, stride_b_t,
     stride_w_t, stride_w_h, stride_u_t, stride_u_h, stride_g_t,
     NUM_V_HEADS: tl.constexpr, GROUP: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-    BLOCK_N: tl.constexpr, CHUNK: tl.constexpr, SUB: tl.constexpr, F32_DOT: tl.constexpr,
+    BLOCK_N: tl.constexpr, CHUNK: tl.constexpr, F32_DOT: tl.constexpr,
     NATIVE_BF16: tl.constexpr,
 ):
     chunk_prep(
@@ -178,7 +196,7 @@ def prep_kernel(
         k_ptr, v_ptr, a_ptr, b_ptr, a_log_ptr, dt_bias_ptr, cu_ptr, w_ptr, u_ptr, g_ptr,
         num_seqs, stride_k_t, stride_k_h, stride_v_t, stride_v_h, stride_a_t, stride_b_t,
         stride_w_t, stride_w_h, stride_u_t, stride_u_h, stride_g_t,
-        NUM_V_HEADS, GROUP, K, V, K, V, BLOCK_N, CHUNK, SUB, F32_DOT, NATIVE_BF16,
+        NUM_V_HEADS, GROUP, K, V, K, V, BLOCK_N, CHUNK, F32_DOT, NATIVE_BF16,
     )
 
 
@@ -228,6 +246,8 @@ class LaunchConfig:
     """
 
     prep_warps: int = 4
+    prep_stages: int = 3  # loads of W's and U~'s column slices issued this many slices ahead
+    prep_maxnreg: int | None = 168  # register cap: 3 programs of 4 warps per SM instead of 2
     scan_block_v: int = 32
     scan_warps: int = 4
     scan_stages: int = 3  # loads issued this many chunks ahead (Triton's software pipelining)
@@ -237,7 +257,7 @@ class LaunchConfig:
     w_dtype: torch.dtype = torch.bfloat16  # W [T, HV, K], written by stage 1, read by stage 2
     h_dtype: torch.dtype = torch.bfloat16  # chunk start states, written by 2, read by 3
     fused: bool = False  # all three stages in one cooperative launch (GPU only)
-    fused_warps: int = 8
+    fused_warps: int = 4
     fused_stages: int = 3
     token_scan: bool = False  # token by token instead of chunks (token_scan.py): short calls
     token_block_v: int = 2
@@ -248,9 +268,10 @@ def launch_config(total: int, num_seqs: int, num_v_heads: int, head_v: int,
                   sm_count: int = 132) -> LaunchConfig:
     """The launch parameters for one call, from its shapes only.
 
-    - Stage 1: with under ~2 programs per SM (short prompts) each program's latency is the
-      whole cost and 8 warps finish it sooner; with many programs 4 warps let more of them
-      share an SM. (H200: 38 vs 48 us at T=139; 408 vs 457 us of the whole call at T=8192.)
+    - Stage 1: 4 warps capped at 168 registers, three programs per SM, on every call (its
+      own launch only serves calls of more than 2.5 rounds of programs). H200, T=8192 in 32
+      sequences: 78 us, against 88 us uncapped (8 warps, one program per SM, took over twice
+      as long in an earlier form of this stage).
     - Stage 2: its length is the longest sequence, so thin row slices (more programs walking
       side by side, less work per step) pay off when there are few sequences. Three stages of
       load pipelining: 111 vs 262 us (one stage) at T=5709 in 2 sequences.
@@ -260,8 +281,10 @@ def launch_config(total: int, num_seqs: int, num_v_heads: int, head_v: int,
       judge's timer: 47-51 us against 99-126 us for T <= 134. H100, ``run_local``, 8 warps:
       94-144 us at T = 1592..2284, where the three launches took 151-209 us (their kernels
       are busy ~90 us: the rest is host time between launches); but 162-211 against 143-190
-      us at T = 2857..3271. Its programs take 8 warps (H100: 29-52 us against 53-64 us with 4
-      warps for T = 6..525).
+      us at T = 2857..3271. Its programs take 4 warps since stage 1 works on 64x64 tiles
+      (H200, kit timer: 100 against 117 us at T=2107, 58 against 63 at T=983, 37 against 39
+      at T=139); with the former stage 1, 8 warps were faster (H100: 29-52 us against 53-64
+      us with 4 warps for T = 6..525).
     - Token by token (``token_scan``) up to TOKEN_SCAN_MAX_TOKENS tokens (H100: 4.7 us at
       T=6, 27.8 us at T=61, against 29-35 us for the one-launch kernel). Triton's CPU
       interpreter runs programs one after another, each op paying Python's overhead, so there
@@ -273,7 +296,6 @@ def launch_config(total: int, num_seqs: int, num_v_heads: int, head_v: int,
     return LaunchConfig(
         token_scan=total <= TOKEN_SCAN_MAX_TOKENS,
         token_block_v=triton.next_power_of_2(head_v) if _INTERPRET else 2,
-        prep_warps=8 if programs < 256 else 4,
         scan_block_v=min(scan_block_v, triton.next_power_of_2(head_v)),
         out_block_v=min(64, triton.next_power_of_2(head_v)),
         fused=not _INTERPRET and 2 * programs <= 5 * sm_count,
@@ -367,7 +389,7 @@ def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_sta
             state_arg.stride(0), state_arg.stride(1), new_state.stride(0), new_state.stride(1),
             output.stride(0), output.stride(1),
             NUM_V_HEADS=num_v_heads, GROUP=group, K=head_k, V=head_v, BLOCK_N=block_n,
-            CHUNK=CHUNK, SUB=SUB, SCAN_BLOCK_V=cfg.scan_block_v, OUT_BLOCK_V=cfg.out_block_v,
+            CHUNK=CHUNK, SCAN_BLOCK_V=cfg.scan_block_v, OUT_BLOCK_V=cfg.out_block_v,
             HAS_STATE=has_state, SCAN_DOT_BF16=scan_bf16, F32_DOT=F32_DOT,
             NATIVE_BF16=native_bf16, S0_BF16=s0_bf16,
             num_warps=cfg.fused_warps, num_stages=cfg.fused_stages, launch_cooperative_grid=True,
@@ -379,8 +401,9 @@ def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_sta
         k.stride(0), k.stride(1), v.stride(0), v.stride(1), a.stride(0), b.stride(0),
         w.stride(0), w.stride(1), u.stride(0), u.stride(1), g.stride(0),
         NUM_V_HEADS=num_v_heads, GROUP=group, K=head_k, V=head_v, BLOCK_N=block_n,
-        CHUNK=CHUNK, SUB=SUB, F32_DOT=F32_DOT, NATIVE_BF16=native_bf16,
-        num_warps=cfg.prep_warps,
+        CHUNK=CHUNK, F32_DOT=F32_DOT, NATIVE_BF16=native_bf16,
+        num_warps=cfg.prep_warps, num_stages=cfg.prep_stages,
+        **({} if cfg.prep_maxnreg is None else {"maxnreg": cfg.prep_maxnreg}),
     )
     scan_kernel[(num_seqs, num_v_heads, triton.cdiv(head_v, cfg.scan_block_v))](
         k, w, u, g, cu_seqlens, state_arg, h, new_state, num_seqs,
