@@ -26,9 +26,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
-import importlib.machinery
-import importlib.util
 import os
 import statistics
 import sys
@@ -115,16 +112,6 @@ GROUPS = (("T <= 64", 0, 64), ("T = 65..600", 65, 600), ("T = 601..8191", 601, 8
           ("T >= 8192", 8192, 1 << 40))
 
 
-def load_copy(starter_dir: Path):
-    """Import another copy of the starter's triton/ folder under its own package name, so it
-    runs beside the current starter in one process."""
-    pkg = "gdn_prefill_starter_copy"
-    spec = importlib.machinery.ModuleSpec(pkg, None, is_package=True)
-    spec.submodule_search_locations = [str(starter_dir)]
-    sys.modules[pkg] = importlib.util.module_from_spec(spec)
-    return importlib.import_module(f"{pkg}.kernel")
-
-
 def time_workloads(starters: dict, lines) -> None:
     """Kit-timer latency of each starter on every contest workload's (T, N), then group means."""
     from fib_core.dataset import embedded
@@ -182,7 +169,8 @@ def main() -> int:
         lines.append(f"device: {torch.cuda.get_device_name()}; kit timer, us")
         starters = {"current": mod}
         if args.starter:
-            starters["--starter"] = load_copy(args.starter)
+            # its own package name: a copy's folders may be named as the kit's are
+            starters["--starter"] = H.load_triton_starter(args.starter, "gdn_prefill_starter_copy")
         time_workloads(starters, lines)
         out_dir = os.environ.get("OUT")
         if out_dir:

@@ -148,15 +148,16 @@ def test_tune_gdn_prefill_workload_table(monkeypatch: pytest.MonkeyPatch, tmp_pa
 
     from fib_core.dataset import embedded
 
-    # the copy loads under its own package name, beside the kit's starter
+    # a copy in folders named as the kit's loads beside the kit's starter, not instead of it
     starter = REPO / "starters" / "gdn_prefill_qk4_v8_d128_k_last" / "triton"
-    copy = tmp_path / "old"
-    copy.mkdir()
+    copy = tmp_path / "gdn_prefill_qk4_v8_d128_k_last" / "triton"
+    copy.mkdir(parents=True)
     for src in starter.glob("*.py"):
         (copy / src.name).write_text(src.read_text())
     (copy / "kernel.py").write_text((copy / "kernel.py").read_text() + "\nFROM_COPY = True\n")
-    old = tune.load_copy(copy)
-    assert old.FROM_COPY and old.__name__ != tune.H.load_triton_starter(starter).__name__
+    kits = tune.H.load_triton_starter(starter)
+    old = tune.H.load_triton_starter(copy, "gdn_prefill_starter_copy")
+    assert old.FROM_COPY and not hasattr(kits, "FROM_COPY")
 
     monkeypatch.setattr(tune.bench_gdn, "prefill_shape_inputs", lambda total, n: (total, n))
     monkeypatch.setattr(tune.bench_gdn, "dps", lambda run, inputs, prefill: (

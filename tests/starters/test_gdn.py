@@ -61,10 +61,11 @@ OUTPUTS = ("output", "new_state")
 # --- loading the starters --------------------------------------------------------------------
 
 
-def load_triton_starter(starter_dir: Path):
+def load_triton_starter(starter_dir: Path, package: str | None = None):
     """Import ``<starter_dir>/kernel.py`` as a module of a package, as the kit's builder does
-    (the prefill starter's files use relative imports)."""
-    pkg = "gdn_starter_" + starter_dir.parent.name
+    (the prefill starter's files use relative imports). ``package`` names it when another copy
+    of a starter must load beside the kit's own (e.g. an older commit's, to time both)."""
+    pkg = package or "gdn_starter_" + starter_dir.parent.name
     if pkg not in sys.modules:
         spec = importlib.machinery.ModuleSpec(pkg, None, is_package=True)
         spec.submodule_search_locations = [str(starter_dir)]
