@@ -16,10 +16,13 @@ also prints registers and spills of the compiled default kernels.
 
 ``--workloads`` times the default call on each of the definition's 100 workloads' (total
 tokens, sequences) with seeded uneven splits (not the dataset's own cu_seqlens), under the
-kit's timer (the judge's span, as ``run_local.py`` reports); it checks no outputs (the GPU
-tests in tests/starters/test_gdn.py do) and prints the means by group of calls.
+kit's timer (the judge's span, as ``run_local.py`` reports), the two starters taking turns
+going first; it checks no outputs (the GPU tests in tests/starters/test_gdn.py do) and prints
+the means by group of calls. A starter whose call raises is named with the error and timed
+no further.
 
-The table is also written to $OUT/tune_gdn_prefill.txt when $OUT is set.
+The table is also written to $OUT/tune_gdn_prefill.txt (``--workloads``:
+$OUT/tune_gdn_prefill_workloads.txt) when $OUT is set.
 """
 
 from __future__ import annotations
@@ -112,40 +115,68 @@ GROUPS = (("T <= 64", 0, 64), ("T = 65..600", 65, 600), ("T = 601..8191", 601, 8
           ("T >= 8192", 8192, 1 << 40))
 
 
+COPY_PACKAGE = "gdn_prefill_starter_copy"
+
+
+def workload_starters(copy: Path | None) -> dict:
+    """The kit's starter, and with ``copy`` that copy of a triton/ folder too, loaded under its
+    own package name (a copy's folders may be named as the kit's are)."""
+    starters = {"current": H.load_triton_starter(H.PREFILL_DIR / "triton")}
+    if copy is not None:
+        starters["--starter"] = H.load_triton_starter(copy, COPY_PACKAGE)
+    return starters
+
+
 def time_workloads(starters: dict, lines) -> None:
-    """Kit-timer latency of each starter on every contest workload's (T, N), then group means."""
+    """Kit-timer latency of each starter on every contest workload's (T, N), then group means.
+    The starters take turns going first; one that raises is reported and dropped."""
     from fib_core.dataset import embedded
 
     axes = [r["workload"]["axes"] for r in embedded.workload_records(H.PREFILL)]
-    times: dict[str, list[tuple[int, float]]] = {name: [] for name in starters}
-    lines.append(f"{'workload':>8} {'T':>5} {'N':>3} " + " ".join(f"{n:>10}" for n in starters))
+    names = list(starters)
+    times: dict[str, list[tuple[int, float]]] = {name: [] for name in names}
+    failed: dict[str, str] = {}
+    lines.append(f"{'workload':>8} {'T':>5} {'N':>3} " + " ".join(f"{n:>10}" for n in names))
     for i, ax in enumerate(axes):
         total, n = ax["total_seq_len"], ax["num_seqs"]
         inputs = bench_gdn.prefill_shape_inputs(total, n)
-        row = []
-        for name, mod in starters.items():
-            call, _ = bench_gdn.dps(mod.run, inputs, True)
-            us = bench_gdn.kit_us(call)
+        got: dict[str, str] = {}
+        for name in names if i % 2 == 0 else names[::-1]:
+            if name in failed:
+                got[name] = f"{'failed':>10}"
+                continue
+            try:
+                call, _ = bench_gdn.dps(starters[name].run, inputs, True)
+                us = bench_gdn.kit_us(call)
+            except Exception as err:  # a broken copy: say so, time the others on
+                failed[name] = f"{name} failed at T={total} N={n}: {type(err).__name__}: {err}"
+                got[name] = f"{'failed':>10}"
+                continue
             times[name].append((total, us))
-            row.append(f"{us:10.1f}")
-        lines.append(f"{i:8d} {total:5d} {n:3d} " + " ".join(row))
+            got[name] = f"{us:10.1f}"
+        lines.append(f"{i:8d} {total:5d} {n:3d} " + " ".join(got[name] for name in names))
+    lines.extend(failed.values())
+    ok = [name for name in names if name not in failed]
+    if not ok:
+        return
     for label, first, last in GROUPS:
-        picked = [i for i, (t, _) in enumerate(times[next(iter(starters))]) if first <= t <= last]
+        picked = [i for i, (t, _) in enumerate(times[ok[0]]) if first <= t <= last]
         means = [f"{statistics.mean(times[name][i][1] for i in picked):10.1f}" if picked
-                 else f"{'-':>10}" for name in starters]
+                 else f"{'-':>10}" for name in ok]
         lines.append(f"{label:>14} n={len(picked):<3d} " + " ".join(means))
     lines.append(f"{'all':>14} n={len(axes):<3d} " + " ".join(
-        f"{statistics.mean(us for _, us in times[name]):10.1f}" for name in starters))
+        f"{statistics.mean(us for _, us in times[name]):10.1f}" for name in ok))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", nargs="*", type=parse_shape, default=SHAPES,
-                        help="TOTAL:NUM_SEQS pairs")
-    parser.add_argument("--once", type=parse_shape, help="run one default call and exit")
-    parser.add_argument("--quick", action="store_true", help="one shape (139:3)")
-    parser.add_argument("--workloads", action="store_true",
-                        help="every contest workload's (T, N) under the kit's timer")
+    parser.add_argument("--shapes", nargs="*", type=parse_shape,
+                        help="TOTAL:NUM_SEQS pairs (default: a few real shapes)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--once", type=parse_shape, help="run one default call and exit")
+    mode.add_argument("--quick", action="store_true", help="one shape (139:3)")
+    mode.add_argument("--workloads", action="store_true",
+                      help="every contest workload's (T, N) under the kit's timer")
     parser.add_argument("--starter", type=Path,
                         help="with --workloads: also time this copy of the starter's triton/ folder")
     args = parser.parse_args()
@@ -154,6 +185,9 @@ def main() -> int:
                      "starter's triton/ folder")
     if args.starter and not args.workloads:
         parser.error("--starter goes with --workloads")
+    if args.shapes is not None and (args.workloads or args.once or args.quick):
+        parser.error("--shapes goes with the sweep, not with --workloads, --once or --quick")
+    args.shapes = args.shapes or SHAPES
     if args.quick:
         args.shapes = [(139, 3)]
     if not torch.cuda.is_available():
@@ -161,22 +195,17 @@ def main() -> int:
             return needs_gpu("tune_gdn_prefill.py", "--quick builds one input set on a CPU")
         inputs = bench_gdn.prefill_shape_inputs(*args.shapes[0], device="cpu")
         return needs_gpu("tune_gdn_prefill.py", f"prefill 139:3: {len(inputs)} inputs built")
-    mod = H.load_triton_starter(H.PREFILL_DIR / "triton")
-    base = mod.launch_config
-
     if args.workloads:
         lines = bench_gdn.Lines()
         lines.append(f"device: {torch.cuda.get_device_name()}; kit timer, us")
-        starters = {"current": mod}
-        if args.starter:
-            # its own package name: a copy's folders may be named as the kit's are
-            starters["--starter"] = H.load_triton_starter(args.starter, "gdn_prefill_starter_copy")
-        time_workloads(starters, lines)
+        time_workloads(workload_starters(args.starter), lines)
         out_dir = os.environ.get("OUT")
         if out_dir:
             Path(out_dir, "tune_gdn_prefill_workloads.txt").write_text("\n".join(lines) + "\n")
         return 0
 
+    mod = H.load_triton_starter(H.PREFILL_DIR / "triton")
+    base = mod.launch_config
     if args.once:
         inputs = bench_gdn.prefill_shape_inputs(*args.once)
         call, _ = bench_gdn.dps(mod.run, inputs, True)

@@ -138,7 +138,21 @@ def test_tune_gdn_prefill_starter_copy_needs_a_kernel_and_workloads(tmp_path: Pa
     (tmp_path / "kernel.py").write_text("")
     proc = _tune_gdn(["--starter", str(tmp_path)], tmp_path)
     assert proc.returncode == 2 and "--starter goes with --workloads" in proc.stderr
+    proc = _tune_gdn(["--workloads", "--shapes", "139:3"], tmp_path)
+    assert proc.returncode == 2 and "--shapes goes with the sweep" in proc.stderr
+    proc = _tune_gdn(["--workloads", "--quick"], tmp_path)
+    assert proc.returncode == 2 and "not allowed with argument" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.skipif(_gpu(), reason="the CPU answer of a GPU-only mode")
+def test_tune_gdn_prefill_workloads_on_a_cpu_says_it_needs_a_gpu(tmp_path: Path) -> None:
+    proc = _tune_gdn(["--workloads", "--starter", str(BENCH.parent / "starters" /
+                                                      "gdn_prefill_qk4_v8_d128_k_last" / "triton")],
+                     tmp_path)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == NEEDS_GPU and "needs a CUDA GPU" in output, output[-2000:]
+    assert "Traceback" not in output and list(tmp_path.iterdir()) == []
 
 
 def test_tune_gdn_prefill_workload_table(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -155,32 +169,55 @@ def test_tune_gdn_prefill_workload_table(monkeypatch: pytest.MonkeyPatch, tmp_pa
     for src in starter.glob("*.py"):
         (copy / src.name).write_text(src.read_text())
     (copy / "kernel.py").write_text((copy / "kernel.py").read_text() + "\nFROM_COPY = True\n")
-    kits = tune.H.load_triton_starter(starter)
-    old = tune.H.load_triton_starter(copy, "gdn_prefill_starter_copy")
-    assert old.FROM_COPY and not hasattr(kits, "FROM_COPY")
+    try:
+        loaded = tune.workload_starters(copy)
+        assert list(loaded) == ["current", "--starter"]
+        assert loaded["--starter"].FROM_COPY and not hasattr(loaded["current"], "FROM_COPY")
+        with pytest.raises(ValueError, match="already loaded from"):
+            tune.H.load_triton_starter(starter, tune.COPY_PACKAGE)  # the cache would mislead
+    finally:
+        for key in [k for k in sys.modules if k.startswith(tune.COPY_PACKAGE)]:
+            del sys.modules[key]
 
     monkeypatch.setattr(tune.bench_gdn, "prefill_shape_inputs", lambda total, n: (total, n))
     monkeypatch.setattr(tune.bench_gdn, "dps", lambda run, inputs, prefill: (
         (lambda: run(*inputs)), None))
     monkeypatch.setattr(tune.bench_gdn, "kit_us", lambda call: call())
+    order: list[str] = []
 
     class Fake:
-        def __init__(self, scale: float) -> None:
-            self.run = lambda total, n: scale * total + n
+        def __init__(self, name: str, scale: float, breaks_at: int | None = None) -> None:
+            def run(total: int, n: int) -> float:
+                order.append(name)
+                if breaks_at is not None and total >= breaks_at:
+                    raise RuntimeError("out of resources")
+                return scale * total + n
+
+            self.run = run
 
     lines: list[str] = []
-    tune.time_workloads({"current": Fake(1.0), "--starter": Fake(2.0)}, lines)
+    tune.time_workloads({"current": Fake("a", 1.0), "--starter": Fake("b", 2.0)}, lines)
     axes = [r["workload"]["axes"] for r in embedded.workload_records(tune.H.PREFILL)]
     rows = [line for line in lines[1:] if line.split()[0].isdigit()]
     assert len(rows) == len(axes) == 100
+    assert order[:4] == ["a", "b", "b", "a"]  # the starters take turns going first
 
     def means(group: list[dict]) -> list[str]:
         return [f"n={len(group)}"] + [
             f"{sum(scale * a['total_seq_len'] + a['num_seqs'] for a in group) / len(group):.1f}"
             for scale in (1.0, 2.0)]
 
-    assert lines[-1].split() == ["all", *means(axes)]
-    short = [a for a in axes if a["total_seq_len"] <= 64]
-    assert ["T", "<=", "64", *means(short)] in [line.split() for line in lines]
-    counts = [int(line.split("n=")[1].split()[0]) for line in lines if " n=" in line]
-    assert len(counts) == 5 and sum(counts[:4]) == 100  # four groups, then all
+    table = [line.split() for line in lines]
+    groups = [([*label.split()], [a for a in axes if first <= a["total_seq_len"] <= last])
+              for label, first, last in tune.GROUPS]
+    assert [len(g) for _, g in groups] == [28, 34, 22, 16]  # the dataset's calls by size
+    for label, group in groups:
+        assert [*label, *means(group)] in table
+    assert table[-1] == ["all", *means(axes)]
+
+    # a starter that raises is named with its error and timed no further; the other goes on
+    lines = []
+    tune.time_workloads({"current": Fake("a", 1.0), "--starter": Fake("b", 2.0, 8192)}, lines)
+    broken = [line for line in lines if line.startswith("--starter failed at T=8192")]
+    assert len(broken) == 1 and "RuntimeError: out of resources" in broken[0]
+    assert lines[-1].split() == ["all", *means(axes)[:2]]

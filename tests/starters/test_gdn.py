@@ -70,6 +70,10 @@ def load_triton_starter(starter_dir: Path, package: str | None = None):
         spec = importlib.machinery.ModuleSpec(pkg, None, is_package=True)
         spec.submodule_search_locations = [str(starter_dir)]
         sys.modules[pkg] = importlib.util.module_from_spec(spec)
+    loaded_from = Path(sys.modules[pkg].__spec__.submodule_search_locations[0])
+    if loaded_from.resolve() != starter_dir.resolve():  # the cache would return another copy
+        raise ValueError(f"package {pkg} is already loaded from {loaded_from}, not {starter_dir}: "
+                         "pass another package name for this copy")
     return importlib.import_module(f"{pkg}.kernel")
 
 

@@ -20,21 +20,25 @@ the in-chunk log decay log(gamma_t).
 Where the time goes (H200, T = 8192 in 32 sequences, 1,280 programs of 4 warps): 77.6 us
 for the stage (torch profiler), against 114 us for the former kernel, which built T from
 16x16 blocks (40 small fp32 products, registers spilled). Per program: K K^T (64x64x128,
-bf16 operands, exact), the inverse (ten 64x64x64 tf32 products in a chain of ten, each
-waiting on the one before), then W and U~ 32 columns at a time. Nsight Compute: 12.5%
-occupancy at 177 registers (2 programs per SM), L1/shared-memory pipe 66% busy (each product's
-operands go through shared memory), 0.32 instructions issued per cycle per scheduler; the
-register cap of 168 in ``LaunchConfig`` makes it 3 programs per SM (88 -> 78 us). Its memory
-traffic, ~76 MB at this size, would take ~16 us at the H200's bandwidth, so the stage is
-bound by the inverse's latency, not by memory.
+bf16 operands: exact products, fp32 sums), the inverse (ten 64x64x64 tf32 products in a
+chain, each waiting on the one before), then W and U~ 32 columns at a time. Nsight Compute,
+before the register cap: 12.5% occupancy at 177 registers (2 programs per SM), the
+L1/shared-memory pipe 66% busy (each product's operands go through shared memory), 0.32
+instructions issued per cycle per scheduler. The cap of 168 registers in ``LaunchConfig``
+makes it 3 programs per SM (88 -> 78 us). Its memory traffic, ~76 MB at this size, would
+take ~16 us at the H200's bandwidth: the stage is bound by the inverse's latency.
 
 What to try next: fewer products on the inverse's chain (the first two doublings, blocks of
 2 and 4, could be done with register shuffles instead of 64x64 products), or two chunks per
-program so one's products overlap the other's waits. Tried: 64 or 128 columns per W/U~ step
-(94 and 112 us: more registers), one or two load stages (98 and 102 us), 8 warps (one
-program per SM: 2.2x slower in an earlier form of this kernel), a cap of 128 registers (spills, 88 us); the product series
-above in tf32x3 (near fp32) for all or part of the inverse (124-171 us: three products
-each, more registers), and forward substitution row by row for the 16x16 blocks (152 us).
+program so one's products overlap the other's waits.
+
+Tried on this kernel: 64 or 128 columns per W/U~ step (94 and 112 us: more registers), one or
+two load stages (98 and 102 us), a cap of 128 registers (spills, 88 us). Tried on earlier
+64x64 forms of it (H200, same shape): 8 warps, one program per SM (2.2x slower); the
+diagonal 16x16 blocks by the power series of the former kernel in tf32x3 (near fp32) and
+the rest in tf32 or tf32x3 (124-171 us: three products each, more registers); those blocks by
+forward substitution, one row of each block per step (152 us); and the power series in
+plain tf32 (75 us, but wrong: see the comment on the inverse).
 """
 
 from __future__ import annotations
@@ -42,10 +46,11 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-CHUNK = 64  # tokens per chunk: one 64-row tensor-core tile (a Hopper warp group's height)
-LOG2_CHUNK: tl.constexpr = tl.constexpr(6)  # the inverse doubles its block size up to CHUNK
+# Tokens per chunk: one 64-row tensor-core tile (a Hopper warp group's height). The kernels
+# take it as their CHUNK parameter; the inverse's doublings (LOG2_CHUNK) follow from it.
+CHUNK = 64
+LOG2_CHUNK: tl.constexpr = tl.constexpr(CHUNK.bit_length() - 1)
 COLS: tl.constexpr = tl.constexpr(32)  # W and U~ columns per step
-assert CHUNK == 1 << LOG2_CHUNK.value
 
 
 @triton.jit
@@ -120,8 +125,8 @@ def chunk_prep(
         tl.store(g_ptr + rows * stride_g_t + i_h, g, mask=m_t)
 
         # --- A = strictly lower part of diag(beta) (K K^T * gamma_t / gamma_s) -----------------
-        # Products of bf16 values are exact in fp32, so K K^T is exact either way: bf16 operands
-        # on the GPU, or (Triton's CPU interpreter mis-multiplies bf16 tiles) fp32 operands.
+        # Products of bf16 values are exact in fp32 (only the fp32 sums round), either way: bf16
+        # operands on the GPU, or (Triton's CPU interpreter mis-multiplies bf16 tiles) fp32.
         if NATIVE_BF16:
             kk = tl.dot(kc, tl.trans(kc))
         else:
@@ -138,15 +143,18 @@ def chunk_prep(
         #     T_2b = (I + T_b M)^-1 T_b = T_b - T_b M T_b.
         # Five such steps, two 64x64 tensor-core products each: forward substitution by blocks.
         # The diagonal blocks of a triangular matrix's inverse are the inverses of its diagonal
-        # blocks, so every T_b holds entries of T itself and nothing large cancels; tf32
-        # rounding stays at tf32's size. (A power series such as (I - A)(I + A^2)(I + A^4)...
-        # grows terms up to C(14, 7) = 3432 for identical keys without decay, and tf32's
-        # rounding of those swamped the result: errors of 1e9 in that test.)
+        # blocks, so every T_b holds entries of T itself and no large terms cancel: the error
+        # is about tf32's rounding times |A| |T| (~1e-4 for unit keys, in a numpy emulation).
+        # (The former kernel inverted its 16x16 diagonal blocks by the power series
+        # (I - A)(I + A^2)(I + A^4)(I + A^8), exact in fp32; its terms reach C(14, 7) = 3432
+        # for identical keys without decay, and in tf32 that rounding swamped the result:
+        # state errors of 1e9 on the GPU for a sequence of identical keys.)
         ri = r[:, None]
         ci = r[None, :]
         t = tl.where(ri == ci, 1.0, 0.0) - tl.where(ri // 2 == ci // 2, a_mat, 0.0)  # T_2
         for lvl in tl.static_range(1, LOG2_CHUNK):
-            m = tl.where((ri >> (lvl + 1) == ci >> (lvl + 1)) & (ri >> lvl != ci >> lvl), a_mat, 0.0)
+            inside = (ri >> (lvl + 1) == ci >> (lvl + 1)) & (ri >> lvl != ci >> lvl)
+            m = tl.where(inside, a_mat, 0.0)
             p = tl.dot(t, m, input_precision=F32_DOT)
             t = t - tl.dot(p, t, input_precision=F32_DOT)
 
@@ -157,15 +165,15 @@ def chunk_prep(
         cols = tl.arange(0, COLS)
         for c0 in range(0, BLOCK_K, COLS):
             m_c = m_t[:, None] & (c0 + cols[None, :] < K)
-            kcs = tl.load(k_ptr + rows[:, None] * stride_k_t + i_qk * stride_k_h + c0 + cols[None, :],
-                          mask=m_c, other=0.0)
+            k_cols = k_ptr + rows[:, None] * stride_k_t + i_qk * stride_k_h + c0 + cols[None, :]
+            kcs = tl.load(k_cols, mask=m_c, other=0.0)
             w = tl.dot(t, kcs.to(tl.float32) * bg[:, None], input_precision=F32_DOT)
             tl.store(w_ptr + rows[:, None] * stride_w_t + i_h * stride_w_h + c0 + cols[None, :],
                      w.to(w_ptr.dtype.element_ty), mask=m_c)
         for c0 in range(0, BLOCK_V, COLS):
             m_c = m_t[:, None] & (c0 + cols[None, :] < V)
-            vcs = tl.load(v_ptr + rows[:, None] * stride_v_t + i_h * stride_v_h + c0 + cols[None, :],
-                          mask=m_c, other=0.0)
+            v_cols = v_ptr + rows[:, None] * stride_v_t + i_h * stride_v_h + c0 + cols[None, :]
+            vcs = tl.load(v_cols, mask=m_c, other=0.0)
             u = tl.dot(t, vcs.to(tl.float32) * beta[:, None], input_precision=F32_DOT)
             tl.store(u_ptr + rows[:, None] * stride_u_t + i_h * stride_u_h + c0 + cols[None, :], u,
                      mask=m_c)
