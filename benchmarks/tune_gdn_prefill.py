@@ -14,8 +14,8 @@ also prints registers and spills of the compiled default kernels.
                                         # every contest workload's (T, N), kit timer, this
                                         # starter beside an older copy of its triton/ folder
 
-``--workloads`` times the default call on each of the definition's 100 workloads' (total
-tokens, sequences) with seeded uneven splits (not the dataset's own cu_seqlens), under the
+``--workloads`` times the default call on each of the definition's 100 workloads, split into
+sequences as the kit's embedded dataset splits them (its own cu_seqlens; seeded inputs), under the
 kit's timer (the judge's span, as ``run_local.py`` reports), the two starters taking turns
 going first; it checks no outputs (the GPU tests in tests/starters/test_gdn.py do) and prints
 the means by group of calls. A starter whose call raises is named with the error and timed
@@ -127,19 +127,31 @@ def workload_starters(copy: Path | None) -> dict:
     return starters
 
 
+def workload_inputs(record: dict, device: str = "cuda") -> list:
+    """Seeded inputs of one embedded workload, cut into sequences by the dataset's own
+    ``cu_seqlens`` (skewed lengths: the longest sequence sets stage 2's time)."""
+    from fib_core.dataset import embedded
+
+    workload = record["workload"]
+    cu = embedded.blob_tensors(H.PREFILL, workload["axes"], workload["uuid"])["cu_seqlens"]
+    lengths = (cu[1:] - cu[:-1]).tolist()
+    return H.prefill_inputs(lengths, seed=int(cu[-1]) + len(lengths), device=device)
+
+
 def time_workloads(starters: dict, lines) -> None:
-    """Kit-timer latency of each starter on every contest workload's (T, N), then group means.
+    """Kit-timer latency of each starter on every embedded workload, then group means.
     The starters take turns going first; one that raises is reported and dropped."""
     from fib_core.dataset import embedded
 
-    axes = [r["workload"]["axes"] for r in embedded.workload_records(H.PREFILL)]
+    records = embedded.workload_records(H.PREFILL)
+    axes = [r["workload"]["axes"] for r in records]
     names = list(starters)
     times: dict[str, list[tuple[int, float]]] = {name: [] for name in names}
     failed: dict[str, str] = {}
     lines.append(f"{'workload':>8} {'T':>5} {'N':>3} " + " ".join(f"{n:>10}" for n in names))
     for i, ax in enumerate(axes):
         total, n = ax["total_seq_len"], ax["num_seqs"]
-        inputs = bench_gdn.prefill_shape_inputs(total, n)
+        inputs = workload_inputs(records[i])
         got: dict[str, str] = {}
         for name in names if i % 2 == 0 else names[::-1]:
             if name in failed:

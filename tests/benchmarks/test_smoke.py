@@ -155,6 +155,21 @@ def test_tune_gdn_prefill_workloads_on_a_cpu_says_it_needs_a_gpu(tmp_path: Path)
     assert "Traceback" not in output and list(tmp_path.iterdir()) == []
 
 
+def test_tune_gdn_prefill_workloads_use_the_datasets_own_sequence_lengths() -> None:
+    import tune_gdn_prefill as tune
+
+    from fib_core.dataset import embedded
+
+    records = embedded.workload_records(tune.H.PREFILL)
+    record = next(r for r in records if r["workload"]["axes"]["num_seqs"] == 3)
+    axes = record["workload"]["axes"]
+    want = embedded.blob_tensors(tune.H.PREFILL, axes, record["workload"]["uuid"])["cu_seqlens"]
+    inputs = tune.workload_inputs(record, device="cpu")
+    cu = inputs[8]
+    assert cu.tolist() == want.tolist() and cu[-1] == axes["total_seq_len"]
+    assert inputs[0].shape[0] == axes["total_seq_len"] and len(cu) == axes["num_seqs"] + 1
+
+
 def test_tune_gdn_prefill_workload_table(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """--workloads times every contest workload once per starter and groups the means by total
     tokens; the GPU timer is replaced here by a latency derived from the call's shape."""
@@ -179,7 +194,8 @@ def test_tune_gdn_prefill_workload_table(monkeypatch: pytest.MonkeyPatch, tmp_pa
         for key in [k for k in sys.modules if k.startswith(tune.COPY_PACKAGE)]:
             del sys.modules[key]
 
-    monkeypatch.setattr(tune.bench_gdn, "prefill_shape_inputs", lambda total, n: (total, n))
+    monkeypatch.setattr(tune, "workload_inputs", lambda record: (
+        record["workload"]["axes"]["total_seq_len"], record["workload"]["axes"]["num_seqs"]))
     monkeypatch.setattr(tune.bench_gdn, "dps", lambda run, inputs, prefill: (
         (lambda: run(*inputs)), None))
     monkeypatch.setattr(tune.bench_gdn, "kit_us", lambda call: call())

@@ -354,6 +354,14 @@ def test_triton_prefill_multi_chunk_sequences_small_heads():
     check(load_triton_starter(PREFILL_DIR / "triton").run, naive_prefill, inputs, prefill=True)
 
 
+def test_triton_prefill_sequences_of_equal_length_in_any_order():
+    # Stage 2 takes the sequences longest first (ties by position): equal lengths, a longer
+    # one last and an empty one must each still get exactly one walk.
+    heads = Heads(1, 2, 16, 16)
+    inputs = prefill_inputs([70, 3, 70, 0, 3, 130], heads, seed=5)
+    check(load_triton_starter(PREFILL_DIR / "triton").run, naive_prefill, inputs, prefill=True)
+
+
 PREFILL_PATHS = pytest.mark.parametrize("token_scan", [True, False],
                                         ids=["token-by-token", "chunked"])
 

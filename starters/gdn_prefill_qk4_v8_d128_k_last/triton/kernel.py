@@ -67,9 +67,7 @@ set was not timed again.
 
 Stage 1 then moved to 64x64 tensor-core products (chunk_prep.py says how and where its time
 goes) and the one-launch kernel to 4 warps. H200, the kit's timer, the 100 workloads' (T, N)
-with seeded uneven splits, not the dataset's own (``benchmarks/tune_gdn_prefill.py
---workloads --starter OLD/triton`` measures this way; outputs are checked by the GPU tests),
-mean us before and after:
+with seeded, mildly uneven splits (not the dataset's own), mean us before and after:
 
 | calls | count | before | after |
 |---|---|---|---|
@@ -79,13 +77,37 @@ mean us before and after:
 | T = 601..5709 | 22 | 105.0 | 96.7 |
 | T = 8192, 20-57 sequences | 16 | 252.7 | 218.2 |
 
-At T = 8192 in 32 sequences (three launches, torch profiler, device time), H100 before:
-stage 1 ~115 us, stage 2 ~93 us, stage 3 ~62 us; H200 before: 114, 75 and 57 us; H200 now:
-78, 74 and 57 us. Stage 2 is now as long as stage 1. Calls past the one-launch cut-over also
-pay the host's time between the three launches: at T = 3028 in 5 sequences their kernels run
-~110 us, but the judge's span varied from 155 to 202 us between runs. Tried and dropped:
-stage 2 computing the outputs itself (no stage 3): 3-5% faster on evenly split sequences, but
-5-20% slower on the dataset's, whose longest sequence sets stage 2's chain.
+At T = 8192 in 32 such sequences (three launches, torch profiler, device time), H100
+before: stage 1 ~115 us, stage 2 ~93 us, stage 3 ~62 us; H200 before: 114, 75 and 57 us;
+H200 after: 78, 74 and 57 us.
+
+The dataset's own splits are more skewed (log-normal lengths: T=8192 in 20 sequences has one
+of 2604 tokens, 41 chunks), and there stage 2 was the longest stage by far (H200, T=8192 in
+32 sequences: 78, 133 and 55 us), its longest walk often starting late in the launch. Stage 2
+now starts the longest sequences first (chunk_scan.py): 78, 90 and 55 us. H200, the kit's
+timer, the embedded dataset's 100 workloads with their own cu_seqlens
+(``benchmarks/tune_gdn_prefill.py --workloads --starter OLD/triton``; outputs are checked by
+the GPU tests and run_local), mean us before and after:
+
+| calls | count | before | after |
+|---|---|---|---|
+| all | 100 | 76.6 | 71.8 |
+| T <= 64, token by token | 28 | 14.8 | 14.7 |
+| T = 65..600, one launch | 34 | 35.2 | 35.6 |
+| T = 601..5709 | 22 | 97.8 | 95.6 |
+| T = 8192, 20-57 sequences | 16 | 243.5 | 216.1 |
+
+Calls past the one-launch cut-over also pay the host's time between the three launches: at
+T = 3028 in 5 sequences their kernels run ~80 us, but the judge's span varied from 89 to 140
+us between runs on one H200. Tried and dropped:
+
+- Stage 2 computing the outputs itself (no stage 3): 3-5% faster on evenly split sequences,
+  but 5-20% slower on the dataset's, whose longest sequence sets stage 2's chain.
+- Stages 2 and 3 in one launch of tickets taken from a counter, each output waiting for its
+  sequence's walk (published per chunk, or once per walk), so the short sequences' outputs run
+  beside the longest walk: 1.3-1.8x slower at T >= 3028. The shared kernel takes stage 2's
+  registers (2 programs per SM, stage 3 alone fits 3), and waiting outputs sit on SMs beside
+  the walks; publishing per chunk (a release fence in the walk's loop) was slower still.
 """
 
 from __future__ import annotations
@@ -169,7 +191,7 @@ def gdn_prefill_fused_kernel(
             stride_k_t, stride_k_h, stride_w_t, stride_w_h, stride_u_t, stride_u_h,
             stride_g_t, stride_h_c, stride_h_h, stride_s_n, stride_s_h, stride_ns_n,
             stride_ns_h, GROUP, K, V, K, SCAN_BLOCK_V, BLOCK_N, CHUNK, HAS_STATE,
-            SCAN_DOT_BF16, F32_DOT, ".cg",
+            SCAN_DOT_BF16, F32_DOT, ".cg", False,
         )
     _grid_barrier(sync_ptr + 1, num_programs)
     out_blocks = tl.cdiv(V, OUT_BLOCK_V)
@@ -215,11 +237,11 @@ def scan_kernel(
     DOT_BF16: tl.constexpr, F32_DOT: tl.constexpr,
 ):
     chunk_scan(
-        tl.program_id(0), tl.program_id(1), tl.program_id(2),
+        tl.program_id(2), tl.program_id(1), tl.program_id(0),
         k_ptr, w_ptr, u_ptr, g_ptr, cu_ptr, state_ptr, h_ptr, new_state_ptr, num_seqs,
         stride_k_t, stride_k_h, stride_w_t, stride_w_h, stride_u_t, stride_u_h, stride_g_t,
         stride_h_c, stride_h_h, stride_s_n, stride_s_h, stride_ns_n, stride_ns_h,
-        GROUP, K, V, K, BLOCK_V, BLOCK_N, CHUNK, HAS_STATE, DOT_BF16, F32_DOT, "",
+        GROUP, K, V, K, BLOCK_V, BLOCK_N, CHUNK, HAS_STATE, DOT_BF16, F32_DOT, "", True,
     )
 
 
@@ -278,8 +300,11 @@ def launch_config(total: int, num_seqs: int, num_v_heads: int, head_v: int,
       sequences: 78 us, against 88 us uncapped (8 warps, one program per SM, took over twice
       as long in an earlier form of this stage).
     - Stage 2: its length is the longest sequence, so thin row slices (more programs walking
-      side by side, less work per step) pay off when there are few sequences. Three stages of
-      load pipelining: 111 vs 262 us (one stage) at T=5709 in 2 sequences.
+      side by side, less work per step) pay off when there are few sequences: 16 rows up to
+      25 sequences, 32 beyond (H200, longest sequence first, T=8192: 74 against 88 us in 20
+      sequences, 96 against 90 us in 32, 133 against 91 in 57). Three stages of load
+      pipelining: 111 vs 262 us (one stage) at T=5709 in 2 sequences; 2 stages, 8 warps, or
+      64-row slices with 8 warps were slower on every shape measured.
     - Stage 3: 64 output columns per program; 32 or 128 were slower on every shape measured.
     - One launch (``fused``) while stage 1's items fit 2.5 rounds of one program per SM: the
       kernels of three launches would run shorter than the host takes to launch them. H200,
@@ -297,7 +322,7 @@ def launch_config(total: int, num_seqs: int, num_v_heads: int, head_v: int,
       went from 43 s to about a second).
     """
     programs = (triton.cdiv(total, CHUNK) + num_seqs) * num_v_heads
-    scan_block_v = 16 if num_seqs * num_v_heads * triton.cdiv(head_v, 32) < 528 else 32
+    scan_block_v = 16 if num_seqs * num_v_heads * triton.cdiv(head_v, 32) < 832 else 32
     return LaunchConfig(
         token_scan=total <= TOKEN_SCAN_MAX_TOKENS,
         token_block_v=triton.next_power_of_2(head_v) if _INTERPRET else 2,
@@ -410,7 +435,7 @@ def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_sta
         num_warps=cfg.prep_warps, num_stages=cfg.prep_stages,
         **({} if cfg.prep_maxnreg is None else {"maxnreg": cfg.prep_maxnreg}),
     )
-    scan_kernel[(num_seqs, num_v_heads, triton.cdiv(head_v, cfg.scan_block_v))](
+    scan_kernel[(triton.cdiv(head_v, cfg.scan_block_v), num_v_heads, num_seqs)](
         k, w, u, g, cu_seqlens, state_arg, h, new_state, num_seqs,
         k.stride(0), k.stride(1), w.stride(0), w.stride(1), u.stride(0), u.stride(1),
         g.stride(0), h.stride(0), h.stride(1),
