@@ -25,9 +25,14 @@ before, 74 / 90 / 91 us after. The one-launch kernel deals its items to resident
 itself and keeps the batch's order: on the dataset's calls of 661-2284 tokens longest first
 was up to 7% slower there, and dealt in alternating directions -6% to +4%.
 
-Where the time goes: per chunk, the two C x K x BLOCK_V matmuls on the dependency chain (bf16
-operands with DOT_BF16, fp32 accumulation) and streaming W, K and U~ in (pipelined ahead of the
-chain when launched with num_stages > 1); S0 and U out.
+Where the time goes: one walk is a chain of dependent steps, ~1.1 us a chunk (H200, T=5709 in
+2 sequences: 98 us for the long one's 89 chunks), with W, K and U~ streamed in ahead of it
+(Triton's pipelining, num_stages > 1: 2.4x slower without). Per chunk: the two C x K x
+BLOCK_V matmuls (bf16 operands with DOT_BF16, fp32 accumulation), S0 and U out (each through
+shared memory to coalesce the stores), the decays. Reading the chunk's total decay as one
+value instead of reducing G over the chunk took 5-12% off (e.g. 109 -> 98 us above). Tried:
+the slice held transposed ([K, V]: both matmuls become Hopper's asynchronous warpgroup ones,
+fewer registers): -3% at T=8192 in 20 sequences, +6% in 32, +41% in 57, +3% at T=5709.
 """
 
 from __future__ import annotations
@@ -115,8 +120,9 @@ def chunk_scan(
         # --- save the state entering this chunk: stage 3 reads it for the outputs ----------
         tl.store(h_ptr + chunk * stride_h_c + i_h * stride_h_h + state_rows,
                  s.to(h_ptr.dtype.element_ty), mask=mask_s)
-        # log decay over the whole chunk: G only falls, so its minimum is the last valid row's
-        g_last = tl.min(gc, 0)
+        # log decay over the whole chunk: the last valid row's G (one load, no reduction)
+        g_last = tl.load(g_ptr + (tl.minimum(start + CHUNK, eos) - 1) * stride_g_t + i_h,
+                         cache_modifier=LOAD_CACHE)
 
         # --- the corrections (kept for stage 3) and the state at the end of the chunk -------
         if DOT_BF16:  # bf16 operands, fp32 accumulation: half the tensor-core steps

@@ -84,18 +84,19 @@ H200 after: 78, 74 and 57 us.
 The dataset's own splits are more skewed (log-normal lengths: T=8192 in 20 sequences has one
 of 2604 tokens, 41 chunks), and there stage 2 was the longest stage by far (H200, T=8192 in
 32 sequences: 78, 133 and 55 us), its longest walk often starting late in the launch. Stage 2
-now starts the longest sequences first (chunk_scan.py): 78, 90 and 55 us. H200, the kit's
-timer, the embedded dataset's 100 workloads with their own cu_seqlens
-(``benchmarks/tune_gdn_prefill.py --workloads --starter OLD/triton``; outputs are checked by
-the GPU tests and run_local), mean us before and after:
+now starts the longest sequences first, and reads each chunk's total decay as one value
+(chunk_scan.py): 77, 81 and 56 us. H200, the kit's timer, the embedded dataset's 100
+workloads with their own cu_seqlens (``benchmarks/tune_gdn_prefill.py --workloads --starter
+OLD/triton``; outputs are checked by the GPU tests and run_local), mean us, each pair
+measured side by side in one run:
 
-| calls | count | before | after |
-|---|---|---|---|
-| all | 100 | 76.6 | 71.8 |
-| T <= 64, token by token | 28 | 14.8 | 14.7 |
-| T = 65..600, one launch | 34 | 35.2 | 35.6 |
-| T = 601..5709 | 22 | 97.8 | 95.6 |
-| T = 8192, 20-57 sequences | 16 | 243.5 | 216.1 |
+| calls | count | before | longest first | longest first | + one-value decay |
+|---|---|---|---|---|---|
+| all | 100 | 76.6 | 71.8 | 72.4 | 70.5 |
+| T <= 64, token by token | 28 | 14.8 | 14.7 | 15.2 | 15.2 |
+| T = 65..600, one launch | 34 | 35.2 | 35.6 | 35.5 | 34.3 |
+| T = 601..5709 | 22 | 97.8 | 95.6 | 97.5 | 93.2 |
+| T = 8192, 20-57 sequences | 16 | 243.5 | 216.1 | 216.6 | 212.9 |
 
 Calls past the one-launch cut-over also pay the host's time between the three launches: at
 T = 3028 in 5 sequences their kernels run ~80 us, but the judge's span varied from 89 to 140
