@@ -377,6 +377,17 @@ def prefill_on_path(monkeypatch, token_scan: bool, **settings):
     return mod
 
 
+def test_triton_prefill_many_sequences_go_in_the_batch_order(monkeypatch):
+    # Past LONGEST_FIRST_MAX_SEQS sequences stage 2 skips its N x N ranking; the walks must
+    # still cover every sequence once.
+    limit = load_triton_starter(PREFILL_DIR / "triton").LONGEST_FIRST_MAX_SEQS
+    mod = prefill_on_path(monkeypatch, False)
+    assert mod.launch_config(8192, limit, 8, 128).scan_longest_first
+    assert not mod.launch_config(8192, limit + 1, 8, 128).scan_longest_first
+    lengths = [1 + (7 * i) % 5 for i in range(limit + 2)]
+    check(mod.run, naive_prefill, prefill_inputs(lengths, Heads(1, 2, 16, 16), seed=6), prefill=True)
+
+
 @PREFILL_PATHS
 def test_triton_prefill_short_calls_on_either_path(token_scan, monkeypatch):
     # Short calls go token by token by default; the chunked kernels must stay right on them
@@ -515,3 +526,6 @@ def test_gpu_triton_prefill_matches_kit_reference_and_qk16_v32():
                                              with_state=False), True)
     check(run, naive_prefill, prefill_inputs([100, 7, 450], QK16_V32, seed=23, device="cuda"),
           True)
+    # more sequences than stage 2 ranks by length: its own launch, in the batch's order
+    many = [3 + (37 * i) % 70 for i in range(80)]
+    check(run, naive_prefill, prefill_inputs(many, seed=24, device="cuda"), True)

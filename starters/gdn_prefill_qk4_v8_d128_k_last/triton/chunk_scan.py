@@ -15,15 +15,15 @@ in registers for the whole sequence: read once from ``state``, written once to `
 Rows of the k-last state never interact, so slicing V is free parallelism; it is what keeps the
 GPU busy when there are few, long sequences.
 
-Longest first (BY_LENGTH, its own launch): programs are numbered by ``rank``, and rank r
-takes the r-th longest sequence (ties by position), read from ``cu_seqlens`` on the GPU. The
-GPU starts programs roughly in launch order, so the longest chain starts at once instead of
-whenever its turn came in the batch's order. Real batches are skewed (T=8192 in 20-57
-sequences has one of 800-2700 tokens), and their longest chain sets this stage's time. H200,
-T=8192 in 20 / 32 / 57 sequences of the kit's dataset-like lengths: 119 / 133 / 100 us
-before, 74 / 90 / 91 us after. The one-launch kernel deals its items to resident programs
-itself and keeps the batch's order: on the dataset's calls of 661-2284 tokens longest first
-was up to 7% slower there, and dealt in alternating directions -6% to +4%.
+Longest first (BY_LENGTH: its own launch, at most 64 sequences): programs are numbered by
+``rank``, and rank r takes the r-th longest sequence (ties by position), read from
+``cu_seqlens`` on the GPU. The GPU starts programs roughly in launch order, so the longest
+chain starts at once instead of whenever its turn came in the batch's order. Real batches are
+skewed (T=8192 in 20-57 sequences has one of 800-2700 tokens), and their longest chain sets
+this stage's time. H200, T=8192 in 20 / 32 / 57 sequences of the kit's dataset-like lengths:
+119 / 133 / 100 us before, 74 / 90 / 91 us after. The one-launch kernel deals its items to
+resident programs itself and keeps the batch's order: on the dataset's calls of 661-2284 tokens
+longest first was up to 7% slower there, and dealt in alternating directions -6% to +4%.
 
 Where the time goes: one walk is a chain of dependent steps, ~1.1 us a chunk (H200, T=5709 in
 2 sequences: 98 us for the long one's 89 chunks), with W, K and U~ streamed in ahead of it
