@@ -11,8 +11,9 @@ also prints registers and spills of the compiled default kernels.
     python benchmarks/tune_gdn_prefill.py --once 8192:32    # one default call (for ncu)
     python benchmarks/tune_gdn_prefill.py --quick           # one shape (CPU: inputs, exit 3)
     python benchmarks/tune_gdn_prefill.py --workloads --starter OLD/triton
-                                        # every contest workload's (T, N), kit timer, this
-                                        # starter beside an older copy of its triton/ folder
+                                        # every embedded workload (its own cu_seqlens), kit
+                                        # timer, this starter beside an older copy of its
+                                        # triton/ folder
 
 ``--workloads`` times the default call on each of the definition's 100 workloads, split into
 sequences as the kit's embedded dataset splits them (its own cu_seqlens; seeded inputs), under the
@@ -54,6 +55,7 @@ VARIANTS: list[dict] = [
     {"scan_block_v": 32},
     {"prep_warps": 8},
     {"prep_maxnreg": None},
+    {"scan_longest_first": False},
     {"prep_stages": 1},
     {"out_block_v": 128},
     {"fused": True},
@@ -188,7 +190,7 @@ def main() -> int:
     mode.add_argument("--once", type=parse_shape, help="run one default call and exit")
     mode.add_argument("--quick", action="store_true", help="one shape (139:3)")
     mode.add_argument("--workloads", action="store_true",
-                      help="every contest workload's (T, N) under the kit's timer")
+                      help="every embedded workload, cut by its own cu_seqlens, under the kit's timer")
     parser.add_argument("--starter", type=Path,
                         help="with --workloads: also time this copy of the starter's triton/ folder")
     args = parser.parse_args()

@@ -28,6 +28,8 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+import triton
+import triton.language as tl
 
 REPO = Path(__file__).resolve().parents[2]
 DECODE = "gdn_decode_qk4_v8_d128_k_last"
@@ -377,15 +379,54 @@ def prefill_on_path(monkeypatch, token_scan: bool, **settings):
     return mod
 
 
-def test_triton_prefill_many_sequences_go_in_the_batch_order(monkeypatch):
-    # Past LONGEST_FIRST_MAX_SEQS sequences stage 2 skips its N x N ranking; the walks must
-    # still cover every sequence once.
+def test_triton_prefill_more_sequences_than_stage_2_ranks(monkeypatch):
+    # Past LONGEST_FIRST_MAX_SEQS sequences stage 2 walks them in the batch's order; every
+    # sequence must still be walked once.
     limit = load_triton_starter(PREFILL_DIR / "triton").LONGEST_FIRST_MAX_SEQS
     mod = prefill_on_path(monkeypatch, False)
     assert mod.launch_config(8192, limit, 8, 128).scan_longest_first
     assert not mod.launch_config(8192, limit + 1, 8, 128).scan_longest_first
-    lengths = [1 + (7 * i) % 5 for i in range(limit + 2)]
+    lengths = [1 + (7 * i) % 5 for i in range(limit + 3)]
     check(mod.run, naive_prefill, prefill_inputs(lengths, Heads(1, 2, 16, 16), seed=6), prefill=True)
+
+
+_SEQUENCE_OF_RANK = None  # the starter's jit helper, set by the test below before each launch
+
+
+@triton.jit
+def _ranks_kernel(cu_ptr, out_ptr, num_seqs, BLOCK_N: tl.constexpr, BY_LENGTH: tl.constexpr):
+    rank = tl.program_id(0)
+    i_n, bos, eos, chunk = _SEQUENCE_OF_RANK(cu_ptr, num_seqs, rank, 64, BLOCK_N, BY_LENGTH)
+    tl.store(out_ptr + rank * 4 + 0, i_n.to(tl.int64))
+    tl.store(out_ptr + rank * 4 + 1, bos)
+    tl.store(out_ptr + rank * 4 + 2, eos)
+    tl.store(out_ptr + rank * 4 + 3, chunk)
+
+
+def test_triton_prefill_stage_2_takes_sequences_longest_first(monkeypatch):
+    # Rank r walks the r-th longest sequence (ties by position), or the r-th in the batch
+    # without BY_LENGTH, and starts at that sequence's first chunk in the batch's numbering.
+    load_triton_starter(PREFILL_DIR / "triton")
+    helper = sys.modules["gdn_starter_" + PREFILL_DIR.name + ".chunk_scan"].sequence_of_rank
+    monkeypatch.setattr(sys.modules[__name__], "_SEQUENCE_OF_RANK", helper)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    gen = torch.Generator().manual_seed(3)
+    cases = [[0], [5], [3, 3, 3], [70, 3, 70, 0, 3, 130], [0] * 7 + [64],
+             torch.randint(0, 200, (63,), generator=gen).tolist(),
+              [[0, 1, 63, 64, 65, 128][i] for i in torch.randint(0, 6, (40,), generator=gen).tolist()]]
+    for lengths in cases:
+        cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int64,
+                          device=device)
+        firsts = [0, *torch.tensor([-(-n // 64) for n in lengths]).cumsum(0).tolist()]
+        for by_length in (True, False):
+            out = torch.full((len(lengths), 4), -1, dtype=torch.int64, device=device)
+            _ranks_kernel[(len(lengths),)](cu, out, len(lengths),
+                                           BLOCK_N=triton.next_power_of_2(len(lengths) + 1),
+                                           BY_LENGTH=by_length)
+            order = (sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)) if by_length
+                     else list(range(len(lengths))))
+            want = [[i, int(cu[i]), int(cu[i + 1]), firsts[i]] for i in order]
+            assert out.tolist() == want, (lengths, by_length)
 
 
 @PREFILL_PATHS

@@ -15,11 +15,11 @@ in registers for the whole sequence: read once from ``state``, written once to `
 Rows of the k-last state never interact, so slicing V is free parallelism; it is what keeps the
 GPU busy when there are few, long sequences.
 
-Longest first (BY_LENGTH: its own launch, at most 64 sequences): programs are numbered by
+Longest first (BY_LENGTH: its own launch, at most 63 sequences): programs are numbered by
 ``rank``, and rank r takes the r-th longest sequence (ties by position), read from
 ``cu_seqlens`` on the GPU. The GPU starts programs roughly in launch order, so the longest
 chain starts at once instead of whenever its turn came in the batch's order. Real batches are
-skewed (T=8192 in 20-57 sequences has one of 800-2700 tokens), and their longest chain sets
+skewed (T=8192 in 20-57 sequences has one of 1000-2740 tokens), and their longest chain sets
 this stage's time. H200, T=8192 in 20 / 32 / 57 sequences of the kit's dataset-like lengths:
 119 / 133 / 100 us before, 74 / 90 / 91 us after. The one-launch kernel deals its items to
 resident programs itself and keeps the batch's order: on the dataset's calls of 661-2284 tokens
@@ -39,6 +39,35 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+
+
+@triton.jit
+def sequence_of_rank(cu_ptr, num_seqs, rank, CHUNK: tl.constexpr, BLOCK_N: tl.constexpr,
+                     BY_LENGTH: tl.constexpr):
+    """The sequence a rank-``rank`` walk takes, with its first and end token and the flat
+    number of its first chunk (the chunks of the sequences before it in the batch).
+
+    BY_LENGTH: the rank-th longest (ties by position); otherwise the rank-th in the batch.
+    Ranking compares every pair of sequences: a BLOCK_N x BLOCK_N tile in every program.
+    """
+    idx = tl.arange(0, BLOCK_N)
+    valid = idx < num_seqs
+    starts = tl.load(cu_ptr + idx, mask=valid, other=0).to(tl.int64)
+    ends = tl.load(cu_ptr + idx + 1, mask=valid, other=0).to(tl.int64)
+    lens = ends - starts
+    if BY_LENGTH:
+        # rank of sequence i: the sequences ahead of it (longer, or as long and earlier);
+        # slots past num_seqs have length 0 and come after every real one, empty ones included
+        ahead = (lens[None, :] > lens[:, None]) | ((lens[None, :] == lens[:, None])
+                                                  & (idx[None, :] < idx[:, None]))
+        i_n = tl.sum(tl.where(valid & (tl.sum(ahead.to(tl.int32), 1) == rank), idx, 0), 0)
+    else:
+        i_n = rank
+    here = idx == i_n
+    bos = tl.sum(tl.where(here, starts, 0), 0)
+    eos = tl.sum(tl.where(here, ends, 0), 0)
+    chunk = tl.sum(tl.where(idx < i_n, (lens + CHUNK - 1) // CHUNK, 0), 0)
+    return i_n, bos, eos, chunk
 
 
 @triton.jit
@@ -66,24 +95,7 @@ def chunk_scan(
 ):
     # --- which sequence (the rank-th longest, or rank-th), value head and state rows -------
     i_qk = i_h // GROUP
-    idx = tl.arange(0, BLOCK_N)
-    valid = idx < num_seqs
-    starts = tl.load(cu_ptr + idx, mask=valid, other=0).to(tl.int64)
-    ends = tl.load(cu_ptr + idx + 1, mask=valid, other=0).to(tl.int64)
-    lens = ends - starts
-    if BY_LENGTH:
-        # rank of sequence i: the sequences ahead of it (longer, or as long and earlier);
-        # slots past num_seqs have length 0 and come after every real one, empty ones included
-        ahead = (lens[None, :] > lens[:, None]) | ((lens[None, :] == lens[:, None])
-                                                  & (idx[None, :] < idx[:, None]))
-        i_n = tl.sum(tl.where(valid & (tl.sum(ahead.to(tl.int32), 1) == rank), idx, 0), 0)
-    else:
-        i_n = rank  # the batch's order
-    here = idx == i_n
-    bos = tl.sum(tl.where(here, starts, 0), 0)
-    eos = tl.sum(tl.where(here, ends, 0), 0)
-    # flat number of this sequence's first chunk: the chunks of the sequences before it
-    chunk = tl.sum(tl.where(idx < i_n, (lens + CHUNK - 1) // CHUNK, 0), 0)
+    i_n, bos, eos, chunk = sequence_of_rank(cu_ptr, num_seqs, rank, CHUNK, BLOCK_N, BY_LENGTH)
 
     offs_k = tl.arange(0, BLOCK_K)
     offs_v = i_v * BLOCK_V + tl.arange(0, BLOCK_V)

@@ -81,9 +81,9 @@ At T = 8192 in 32 such sequences (three launches, torch profiler, device time), 
 before: stage 1 ~115 us, stage 2 ~93 us, stage 3 ~62 us; H200 before: 114, 75 and 57 us;
 H200 after: 78, 74 and 57 us.
 
-The dataset's own splits are more skewed (log-normal lengths: T=8192 in 20 sequences has one
-of 2604 tokens, 41 chunks), and there stage 2 was the longest stage by far (H200, T=8192 in
-32 sequences: 78, 133 and 55 us), its longest walk often starting late in the launch. Stage 2
+The dataset's own splits are more skewed (log-normal lengths: its T=8192 call in 20 sequences
+has one of 2670 tokens, 42 chunks), and on such splits stage 2 was the longest stage by far
+(H200, T=8192 in 32 sequences cut by the dataset's generator: 78, 133 and 55 us), its longest walk often starting late in the launch. Stage 2
 now starts the longest sequences first, and reads each chunk's total decay as one value
 (chunk_scan.py): 77, 81 and 56 us. H200, the kit's timer, the embedded dataset's 100
 workloads with their own cu_seqlens (``benchmarks/tune_gdn_prefill.py --workloads --starter
@@ -137,9 +137,9 @@ F32_DOT = "tf32"
 # and at ~0.45 us a token (H100) that beats the chunked kernels' ~30 us floor.
 TOKEN_SCAN_MAX_TOKENS = 64
 
-# Stage 2 ranks the sequences by length with an N x N comparison in every program: cheap up to
-# this many sequences (the contest's calls have at most 57), past it they go in the batch's order.
-LONGEST_FIRST_MAX_SEQS = 64
+# Stage 2 ranks the sequences by length with a 64 x 64 comparison in every program up to this
+# many sequences (the contest's calls have at most 57); past it they go in the batch's order.
+LONGEST_FIRST_MAX_SEQS = 63
 
 
 @triton.jit
@@ -237,12 +237,16 @@ def scan_kernel(
     k_ptr, w_ptr, u_ptr, g_ptr, cu_ptr, state_ptr, h_ptr, new_state_ptr, num_seqs,
     stride_k_t, stride_k_h, stride_w_t, stride_w_h, stride_u_t, stride_u_h, stride_g_t,
     stride_h_c, stride_h_h, stride_s_n, stride_s_h, stride_ns_n, stride_ns_h,
-    GROUP: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BLOCK_V: tl.constexpr,
-    BLOCK_N: tl.constexpr, CHUNK: tl.constexpr, HAS_STATE: tl.constexpr,
+    NUM_V_HEADS: tl.constexpr, GROUP: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BLOCK_V: tl.constexpr, BLOCK_N: tl.constexpr, CHUNK: tl.constexpr, HAS_STATE: tl.constexpr,
     DOT_BF16: tl.constexpr, F32_DOT: tl.constexpr, BY_LENGTH: tl.constexpr,
 ):
+    # one flat grid, rank slowest: all heads and row slices of the first-ranked sequence are
+    # launched first (and a flat grid takes any number of sequences)
+    pid = tl.program_id(0)
+    blocks: tl.constexpr = (V + BLOCK_V - 1) // BLOCK_V
     chunk_scan(
-        tl.program_id(2), tl.program_id(1), tl.program_id(0),
+        pid // (NUM_V_HEADS * blocks), (pid // blocks) % NUM_V_HEADS, pid % blocks,
         k_ptr, w_ptr, u_ptr, g_ptr, cu_ptr, state_ptr, h_ptr, new_state_ptr, num_seqs,
         stride_k_t, stride_k_h, stride_w_t, stride_w_h, stride_u_t, stride_u_h, stride_g_t,
         stride_h_c, stride_h_h, stride_s_n, stride_s_h, stride_ns_n, stride_ns_h,
@@ -442,13 +446,13 @@ def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_sta
         num_warps=cfg.prep_warps, num_stages=cfg.prep_stages,
         **({} if cfg.prep_maxnreg is None else {"maxnreg": cfg.prep_maxnreg}),
     )
-    scan_kernel[(triton.cdiv(head_v, cfg.scan_block_v), num_v_heads, num_seqs)](
+    scan_kernel[(num_seqs * num_v_heads * triton.cdiv(head_v, cfg.scan_block_v),)](
         k, w, u, g, cu_seqlens, state_arg, h, new_state, num_seqs,
         k.stride(0), k.stride(1), w.stride(0), w.stride(1), u.stride(0), u.stride(1),
         g.stride(0), h.stride(0), h.stride(1),
         state_arg.stride(0), state_arg.stride(1), new_state.stride(0), new_state.stride(1),
-        GROUP=group, K=head_k, V=head_v, BLOCK_V=cfg.scan_block_v, BLOCK_N=block_n,
-        CHUNK=CHUNK, HAS_STATE=has_state, DOT_BF16=scan_bf16, F32_DOT=F32_DOT,
+        NUM_V_HEADS=num_v_heads, GROUP=group, K=head_k, V=head_v, BLOCK_V=cfg.scan_block_v,
+        BLOCK_N=block_n, CHUNK=CHUNK, HAS_STATE=has_state, DOT_BF16=scan_bf16, F32_DOT=F32_DOT,
         BY_LENGTH=cfg.scan_longest_first,
         num_warps=cfg.scan_warps, num_stages=cfg.scan_stages,
     )
