@@ -190,7 +190,8 @@ def main() -> int:
     mode.add_argument("--once", type=parse_shape, help="run one default call and exit")
     mode.add_argument("--quick", action="store_true", help="one shape (139:3)")
     mode.add_argument("--workloads", action="store_true",
-                      help="every embedded workload, cut by its own cu_seqlens, under the kit's timer")
+                      help="every embedded workload, cut by its own cu_seqlens, under the "
+                      "kit's timer")
     parser.add_argument("--starter", type=Path,
                         help="with --workloads: also time this copy of the starter's triton/ folder")
     args = parser.parse_args()

@@ -387,7 +387,8 @@ def test_triton_prefill_more_sequences_than_stage_2_ranks(monkeypatch):
     assert mod.launch_config(8192, limit, 8, 128).scan_longest_first
     assert not mod.launch_config(8192, limit + 1, 8, 128).scan_longest_first
     lengths = [1 + (7 * i) % 5 for i in range(limit + 3)]
-    check(mod.run, naive_prefill, prefill_inputs(lengths, Heads(1, 2, 16, 16), seed=6), prefill=True)
+    inputs = prefill_inputs(lengths, Heads(1, 2, 16, 16), seed=6)
+    check(mod.run, naive_prefill, inputs, prefill=True)
 
 
 _SEQUENCE_OF_RANK = None  # the starter's jit helper, set by the test below before each launch
@@ -413,7 +414,8 @@ def test_triton_prefill_stage_2_takes_sequences_longest_first(monkeypatch):
     gen = torch.Generator().manual_seed(3)
     cases = [[0], [5], [3, 3, 3], [70, 3, 70, 0, 3, 130], [0] * 7 + [64],
              torch.randint(0, 200, (63,), generator=gen).tolist(),
-              [[0, 1, 63, 64, 65, 128][i] for i in torch.randint(0, 6, (40,), generator=gen).tolist()]]
+              [(0, 1, 63, 64, 65, 128)[i]
+              for i in torch.randint(0, 6, (40,), generator=gen).tolist()]]
     for lengths in cases:
         cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int64,
                           device=device)

@@ -83,12 +83,12 @@ H200 after: 78, 74 and 57 us.
 
 The dataset's own splits are more skewed (log-normal lengths: its T=8192 call in 20 sequences
 has one of 2670 tokens, 42 chunks), and on such splits stage 2 was the longest stage by far
-(H200, T=8192 in 32 sequences cut by the dataset's generator: 78, 133 and 55 us), its longest walk often starting late in the launch. Stage 2
-now starts the longest sequences first, and reads each chunk's total decay as one value
-(chunk_scan.py): 77, 81 and 56 us. H200, the kit's timer, the embedded dataset's 100
-workloads with their own cu_seqlens (``benchmarks/tune_gdn_prefill.py --workloads --starter
-OLD/triton``; outputs are checked by the GPU tests and run_local), mean us, each pair
-measured side by side in one run:
+(H200, T=8192 in 32 sequences cut by the dataset's generator: 78, 133 and 55 us), its longest
+walk often starting late in the launch. Stage 2 now starts the longest sequences first, and
+reads each chunk's total decay as one value (chunk_scan.py): 77, 81 and 56 us. H200, the kit's
+timer, the embedded dataset's 100 workloads with their own cu_seqlens
+(``benchmarks/tune_gdn_prefill.py --workloads --starter OLD/triton``; outputs are checked by
+the GPU tests and run_local), mean us, each pair measured side by side in one run:
 
 | calls | count | before | longest first | longest first | + one-value decay |
 |---|---|---|---|---|---|
