@@ -146,14 +146,14 @@ def time_workloads(starters: dict, lines) -> None:
     from fib_core.dataset import embedded
 
     records = embedded.workload_records(H.PREFILL)
-    axes = [r["workload"]["axes"] for r in records]
     names = list(starters)
     times: dict[str, list[tuple[int, float]]] = {name: [] for name in names}
     failed: dict[str, str] = {}
     lines.append(f"{'workload':>8} {'T':>5} {'N':>3} " + " ".join(f"{n:>10}" for n in names))
-    for i, ax in enumerate(axes):
-        total, n = ax["total_seq_len"], ax["num_seqs"]
-        inputs = workload_inputs(records[i])
+    for i, record in enumerate(records):
+        axes = record["workload"]["axes"]
+        total, n = axes["total_seq_len"], axes["num_seqs"]
+        inputs = workload_inputs(record)
         got: dict[str, str] = {}
         for name in names if i % 2 == 0 else names[::-1]:
             if name in failed:
@@ -178,7 +178,7 @@ def time_workloads(starters: dict, lines) -> None:
         means = [f"{statistics.mean(times[name][i][1] for i in picked):10.1f}" if picked
                  else f"{'-':>10}" for name in ok]
         lines.append(f"{label:>14} n={len(picked):<3d} " + " ".join(means))
-    lines.append(f"{'all':>14} n={len(axes):<3d} " + " ".join(
+    lines.append(f"{'all':>14} n={len(records):<3d} " + " ".join(
         f"{statistics.mean(us for _, us in times[name]):10.1f}" for name in ok))
 
 

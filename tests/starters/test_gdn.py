@@ -407,8 +407,8 @@ def _ranks_kernel(cu_ptr, out_ptr, num_seqs, BLOCK_N: tl.constexpr, BY_LENGTH: t
 def test_triton_prefill_stage_2_takes_sequences_longest_first(monkeypatch):
     # Rank r walks the r-th longest sequence (ties by position), or the r-th in the batch
     # without BY_LENGTH, and starts at that sequence's first chunk in the batch's numbering.
-    load_triton_starter(PREFILL_DIR / "triton")
-    helper = sys.modules["gdn_starter_" + PREFILL_DIR.name + ".chunk_scan"].sequence_of_rank
+    kernel = load_triton_starter(PREFILL_DIR / "triton")
+    helper = importlib.import_module(".chunk_scan", kernel.__package__).sequence_of_rank
     monkeypatch.setattr(sys.modules[__name__], "_SEQUENCE_OF_RANK", helper)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     gen = torch.Generator().manual_seed(3)

@@ -10,10 +10,10 @@ This is the only sequential part of the computation, so it is kept to exactly th
 it also saves S0 (to ``h``, indexed by the chunk's flat number) and U (over U~, in place) so
 that stage 3 can produce every chunk's outputs in parallel.
 
-One program owns one (sequence, value head, block of BLOCK_V state rows) and keeps that slice
-in registers for the whole sequence: read once from ``state``, written once to ``new_state``.
-Rows of the k-last state never interact, so slicing V is free parallelism; it is what keeps the
-GPU busy when there are few, long sequences.
+One program (``item``) owns one (sequence, value head, block of BLOCK_V state rows) and keeps
+that slice in registers for the whole sequence: read once from ``state``, written once to
+``new_state``. Rows of the k-last state never interact, so slicing V is free parallelism; it is
+what keeps the GPU busy when there are few, long sequences.
 
 Longest first (BY_LENGTH: its own launch, at most 63 sequences): programs are numbered by
 ``rank``, and rank r takes the r-th longest sequence (ties by position), read from
@@ -72,7 +72,7 @@ def sequence_of_rank(cu_ptr, num_seqs, rank, CHUNK: tl.constexpr, BLOCK_N: tl.co
 
 @triton.jit
 def chunk_scan(
-    rank, i_h, i_v,
+    item,
     k_ptr, w_ptr, u_ptr, g_ptr, cu_ptr, state_ptr,
     h_ptr, new_state_ptr,
     num_seqs,
@@ -80,6 +80,7 @@ def chunk_scan(
     stride_w_t, stride_w_h, stride_u_t, stride_u_h, stride_g_t,
     stride_h_c, stride_h_h,
     stride_s_n, stride_s_h, stride_ns_n, stride_ns_h,
+    NUM_V_HEADS: tl.constexpr,
     GROUP: tl.constexpr,
     K: tl.constexpr,
     V: tl.constexpr,
@@ -94,6 +95,11 @@ def chunk_scan(
     BY_LENGTH: tl.constexpr,
 ):
     # --- which sequence (the rank-th longest, or rank-th), value head and state rows -------
+    # items run rank slowest: all heads and row slices of the first-ranked sequence first
+    blocks: tl.constexpr = (V + BLOCK_V - 1) // BLOCK_V
+    rank = item // (NUM_V_HEADS * blocks)
+    i_h = (item // blocks) % NUM_V_HEADS
+    i_v = item % blocks
     i_qk = i_h // GROUP
     i_n, bos, eos, chunk = sequence_of_rank(cu_ptr, num_seqs, rank, CHUNK, BLOCK_N, BY_LENGTH)
 

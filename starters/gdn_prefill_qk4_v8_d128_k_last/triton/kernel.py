@@ -187,15 +187,12 @@ def gdn_prefill_fused_kernel(
             NUM_V_HEADS, GROUP, K, V, K, V, BLOCK_N, CHUNK, F32_DOT, NATIVE_BF16,
         )
     _grid_barrier(sync_ptr, num_programs)
-    scan_blocks = tl.cdiv(V, SCAN_BLOCK_V)
-    for item in range(pid, num_seqs * NUM_V_HEADS * scan_blocks, num_programs):
+    for item in range(pid, num_seqs * NUM_V_HEADS * tl.cdiv(V, SCAN_BLOCK_V), num_programs):
         chunk_scan(
-            item // (NUM_V_HEADS * scan_blocks), (item // scan_blocks) % NUM_V_HEADS,
-            item % scan_blocks,
-            k_ptr, w_ptr, u_ptr, g_ptr, cu_ptr, state_ptr, h_ptr, new_state_ptr, num_seqs,
+            item, k_ptr, w_ptr, u_ptr, g_ptr, cu_ptr, state_ptr, h_ptr, new_state_ptr, num_seqs,
             stride_k_t, stride_k_h, stride_w_t, stride_w_h, stride_u_t, stride_u_h,
             stride_g_t, stride_h_c, stride_h_h, stride_s_n, stride_s_h, stride_ns_n,
-            stride_ns_h, GROUP, K, V, K, SCAN_BLOCK_V, BLOCK_N, CHUNK, HAS_STATE,
+            stride_ns_h, NUM_V_HEADS, GROUP, K, V, K, SCAN_BLOCK_V, BLOCK_N, CHUNK, HAS_STATE,
             SCAN_DOT_BF16, F32_DOT, ".cg", False,
         )
     _grid_barrier(sync_ptr + 1, num_programs)
@@ -241,16 +238,13 @@ def scan_kernel(
     BLOCK_V: tl.constexpr, BLOCK_N: tl.constexpr, CHUNK: tl.constexpr, HAS_STATE: tl.constexpr,
     DOT_BF16: tl.constexpr, F32_DOT: tl.constexpr, BY_LENGTH: tl.constexpr,
 ):
-    # one flat grid, rank slowest: all heads and row slices of the first-ranked sequence are
-    # launched first (and a flat grid takes any number of sequences)
-    pid = tl.program_id(0)
-    blocks: tl.constexpr = (V + BLOCK_V - 1) // BLOCK_V
+    # one flat grid (it takes any number of sequences), launched in chunk_scan's item order
     chunk_scan(
-        pid // (NUM_V_HEADS * blocks), (pid // blocks) % NUM_V_HEADS, pid % blocks,
-        k_ptr, w_ptr, u_ptr, g_ptr, cu_ptr, state_ptr, h_ptr, new_state_ptr, num_seqs,
+        tl.program_id(0), k_ptr, w_ptr, u_ptr, g_ptr, cu_ptr, state_ptr, h_ptr, new_state_ptr, num_seqs,
         stride_k_t, stride_k_h, stride_w_t, stride_w_h, stride_u_t, stride_u_h, stride_g_t,
         stride_h_c, stride_h_h, stride_s_n, stride_s_h, stride_ns_n, stride_ns_h,
-        GROUP, K, V, K, BLOCK_V, BLOCK_N, CHUNK, HAS_STATE, DOT_BF16, F32_DOT, "", BY_LENGTH,
+        NUM_V_HEADS, GROUP, K, V, K, BLOCK_V, BLOCK_N, CHUNK, HAS_STATE, DOT_BF16, F32_DOT, "",
+        BY_LENGTH,
     )
 
 
