@@ -445,6 +445,52 @@ def test_triton_prefill_short_calls_on_either_path(token_scan, monkeypatch):
             check(mod.run, naive_prefill, inputs, prefill=True)
 
 
+def prefill_launch_module():
+    """The starter's launch.py, as its kernel.py imports it."""
+    return importlib.import_module(".launch", load_triton_starter(PREFILL_DIR / "triton").__package__)
+
+
+def test_triton_prefill_launch_key_holds_what_triton_specializes_on():
+    key = prefill_launch_module().specialization_key
+    t = torch.zeros(8)
+    base = key((t, 40, 0.5), {"BLOCK": 16, "num_warps": 4})
+    assert key((t, 24, 2.0), {"BLOCK": 16, "num_warps": 4}) == base  # same class of values
+    for args, kwargs in (((t[1:], 40, 0.5), {"BLOCK": 16, "num_warps": 4}),  # 4-byte offset
+                         ((t.double(), 40, 0.5), {"BLOCK": 16, "num_warps": 4}),
+                         ((t, 1, 0.5), {"BLOCK": 16, "num_warps": 4}),
+                         ((t, 48, 0.5), {"BLOCK": 16, "num_warps": 4}),
+                         ((t, 2**31 + 3, 0.5), {"BLOCK": 16, "num_warps": 4}),
+                         ((t, True, 0.5), {"BLOCK": 16, "num_warps": 4}),
+                         ((t, 40, 0.5), {"BLOCK": 32, "num_warps": 4}),
+                         ((t, 40, 0.5), {"BLOCK": 16, "num_warps": 8})):
+        assert key(args, kwargs) != base, (args[1:], kwargs)
+
+
+@triton.jit
+def _scaled_copy_kernel(src_ptr, dst_ptr, n, factor, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=offs < n) * factor, mask=offs < n)
+
+
+def test_triton_prefill_launcher_launches_as_the_kernel_would():
+    # Each call must run the variant Triton would pick for its own arguments: n = 1 and a
+    # multiple of 16 compile specialized variants first, which must not serve n = 40, nor
+    # the 16-byte-aligned one a view 4 bytes in. On a GPU the four classes are cached (the
+    # repeat with another factor is a hit); the CPU interpreter caches nothing.
+    launch = prefill_launch_module()
+    launcher = launch.Launcher(_scaled_copy_kernel)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    src = torch.arange(1, 49, dtype=torch.float32, device=device)
+    for view, n, factor in ((src, 1, 5.0), (src, 16, 0.5), (src, 40, 2.0), (src, 40, 3.0),
+                            (src[1:], 39, 2.0)):
+        dst = torch.full_like(view, -1.0)
+        launcher((triton.cdiv(n, 16),), view, dst, n, factor, BLOCK=16)
+        want = torch.cat([view[:n] * factor, torch.full_like(view[n:], -1.0)])
+        assert torch.equal(dst, want), (n, factor, view.data_ptr() % 16)
+    cached = 4 if device == "cuda" and launch.FAST_PATH else 0
+    assert len(launcher._compiled) == cached
+
+
 def test_triton_prefill_goes_token_by_token_only_on_short_calls():
     mod = load_triton_starter(PREFILL_DIR / "triton")
     limit = mod.TOKEN_SCAN_MAX_TOKENS

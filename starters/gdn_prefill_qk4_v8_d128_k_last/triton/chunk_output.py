@@ -10,7 +10,12 @@ wrote, decayed to token t). Nothing here depends on another chunk, so one progra
 value head, block of BLOCK_V output columns) runs with no ordering at all.
 
 Where the time goes: Q K^T (C x C x K), Q S0^T (C x K x BLOCK_V) and P U (C x C x BLOCK_V) on
-tensor cores, and reading S0 (fp32, BLOCK_V x K) and U.
+tensor cores, and reading S0 (bf16 by default, BLOCK_V x K) and U (fp32). H200, T = 8192 in
+32 sequences: 55 us, for ~106 MB moved (~22 us at the copy bandwidth).
+
+Tried: one program for both value heads of a query head (Q K^T and the loads of Q and K
+shared): 255 registers; 5-7% slower at T = 8192, 26% slower at T = 3028 in 5 sequences, 2%
+faster at T = 5709 in 2.
 """
 
 from __future__ import annotations

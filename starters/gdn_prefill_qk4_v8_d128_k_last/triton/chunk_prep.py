@@ -28,9 +28,20 @@ instructions issued per cycle per scheduler. The cap of 168 registers in ``Launc
 makes it 3 programs per SM (88 -> 78 us). Its memory traffic, ~76 MB at this size, would
 take ~16 us at the H200's bandwidth: the stage is bound by the inverse's latency.
 
-What to try next: fewer products on the inverse's chain (the first two doublings, blocks of
-2 and 4, could be done with register shuffles instead of 64x64 products), or two chunks per
-program so one's products overlap the other's waits.
+One program's time, read from %globaltimer inside a copy of this kernel (H200, T = 8192 in
+32 sequences, median program of 1,136, 396 resident at once): loads and gates 2.6 us,
+K K^T and A 1.8, the inverse 8.2, W 5.9, U~ 6.1; 24 us in all. So the two rolled loops of
+W and U~ (load a slice, one tf32 product, store) take longer than the inverse.
+
+What to try next: W and U~ with bf16 operands. Splitting T diag(beta gamma) and T diag(beta)
+each into a bf16 high and low part (two bf16 products per slice, ~16 bits of T against
+tf32's 11) and feeding the K and V slices to the products as loaded took the stage from 77
+to 66 us here, with smaller state errors (2.5e-3 against 2.8e-3 at this size), but it holds
+four 64x64 bf16 operands in registers (spills at the 168 cap) and with ``prep_stages=1`` it
+wrote NaNs and then faulted (illegal address) on an H200 (Triton 3.6): not adopted until
+that is understood. Also: fewer products on the inverse's chain (the first two doublings,
+blocks of 2 and 4, by register shuffles instead of 64x64 products), or two chunks per program
+so one's products overlap the other's waits.
 
 Tried on this kernel: 64 or 128 columns per W/U~ step (94 and 112 us: more registers), one or
 two load stages (98 and 102 us), a cap of 128 registers (spills, 88 us). Tried on earlier

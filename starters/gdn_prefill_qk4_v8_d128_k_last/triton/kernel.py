@@ -99,8 +99,20 @@ the GPU tests and run_local), mean us, each pair measured side by side in one ru
 | T = 8192, 20-57 sequences | 16 | 243.5 | 216.1 | 216.6 | 212.9 |
 
 Calls past the one-launch cut-over also pay the host's time between the three launches: at
-T = 3028 in 5 sequences their kernels run ~80 us, but the judge's span varied from 89 to 140
-us between runs on one H200. Tried and dropped:
+T = 3028 in 5 sequences their kernels run ~75 us, but the judge's span varied from 89 to 175
+us between runs on one H200, whose host took 23-40 us to launch each of them through
+``kernel[grid](...)``. They now launch through the compiled variant once it exists
+(launch.py: 21-23 us a launch with its key; the first launch of a call is outside the span).
+H200, kit timer, median of 4 runs each, the old and new taking turns (this run's host was
+slow): T = 2857/3 171 -> 150 us, 3028/5 166 -> 144, 3271/2 114 -> 111, 3999/13 163 -> 143,
+4124/15 166 -> 137, 5709/2 202 -> 191; T = 8192/32 199 both (its kernels outlast a launch).
+Single runs on that host swing by tens of us either way (the 100 workloads, each timed once:
+mean 71.2 -> 69.3 us, T = 601..8191 95.7 -> 91.3), and ``run_local`` there still showed
+gaps (T = 2857, 3028, 3271: 153-159 us against 84-108 us of kernels). Where a launch is
+shorter than the kernel before it there is no gap to save. The one launch still wins below
+the cut-over on that host (T = 1377: 72 against 156 us; T = 2284: 103 against 130).
+
+Tried and dropped:
 
 - Stage 2 computing the outputs itself (no stage 3): 3-5% faster on evenly split sequences,
   but 5-20% slower on the dataset's, whose longest sequence sets stage 2's chain.
@@ -125,6 +137,7 @@ import triton.language as tl
 from .chunk_output import chunk_output
 from .chunk_prep import CHUNK, chunk_prep, prep_grid
 from .chunk_scan import chunk_scan
+from .launch import Launcher
 from .token_scan import token_scan_kernel
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
@@ -264,6 +277,13 @@ def output_kernel(
         stride_h_c, stride_h_h, stride_o_t, stride_o_h,
         GROUP, K, V, K, BLOCK_V, BLOCK_N, CHUNK, F32_DOT, NATIVE_BF16, S0_BF16, "",
     )
+
+
+# Calls past the one-launch cut-over make three launches, and the host's time to launch the
+# second and third is inside the judge's span whenever the kernel before is shorter: these
+# launch each kernel through its compiled variant once it has one (launch.py; H200, kit timer,
+# T=3028 in 5 sequences: 144 against 166 us, median of 4, on a slow host).
+_PREP, _SCAN, _OUTPUT = Launcher(prep_kernel), Launcher(scan_kernel), Launcher(output_kernel)
 
 
 @dataclass(frozen=True)
@@ -431,8 +451,8 @@ def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_sta
         )
         return output, new_state
 
-    prep_kernel[(slots, num_v_heads)](
-        k, v, a, b, A_log, dt_bias, cu_seqlens, w, u, g, num_seqs,
+    _PREP(
+        (slots, num_v_heads), k, v, a, b, A_log, dt_bias, cu_seqlens, w, u, g, num_seqs,
         k.stride(0), k.stride(1), v.stride(0), v.stride(1), a.stride(0), b.stride(0),
         w.stride(0), w.stride(1), u.stride(0), u.stride(1), g.stride(0),
         NUM_V_HEADS=num_v_heads, GROUP=group, K=head_k, V=head_v, BLOCK_N=block_n,
@@ -440,8 +460,8 @@ def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_sta
         num_warps=cfg.prep_warps, num_stages=cfg.prep_stages,
         **({} if cfg.prep_maxnreg is None else {"maxnreg": cfg.prep_maxnreg}),
     )
-    scan_kernel[(num_seqs * num_v_heads * triton.cdiv(head_v, cfg.scan_block_v),)](
-        k, w, u, g, cu_seqlens, state_arg, h, new_state, num_seqs,
+    _SCAN(
+        (num_seqs * num_v_heads * triton.cdiv(head_v, cfg.scan_block_v),), k, w, u, g, cu_seqlens, state_arg, h, new_state, num_seqs,
         k.stride(0), k.stride(1), w.stride(0), w.stride(1), u.stride(0), u.stride(1),
         g.stride(0), h.stride(0), h.stride(1),
         state_arg.stride(0), state_arg.stride(1), new_state.stride(0), new_state.stride(1),
@@ -450,8 +470,8 @@ def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_sta
         BY_LENGTH=cfg.scan_longest_first,
         num_warps=cfg.scan_warps, num_stages=cfg.scan_stages,
     )
-    output_kernel[(slots, num_v_heads, triton.cdiv(head_v, cfg.out_block_v))](
-        q, k, u, g, h, cu_seqlens, output, num_seqs, float(scale),
+    _OUTPUT(
+        (slots, num_v_heads, triton.cdiv(head_v, cfg.out_block_v)), q, k, u, g, h, cu_seqlens, output, num_seqs, float(scale),
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), u.stride(0), u.stride(1),
         g.stride(0), h.stride(0), h.stride(1), output.stride(0), output.stride(1),
         GROUP=group, K=head_k, V=head_v, BLOCK_V=cfg.out_block_v, BLOCK_N=block_n,
