@@ -21,19 +21,20 @@ Example (``grid`` and the keywords as for ``kernel[grid](...)``)::
     prep((slots, heads), k, v, num_seqs, K=128, num_warps=4)
 
 Only where the launch path is known (Triton 3.4-3.9, whose ``JITFunction.run`` passes the
-compiled variant every parameter in signature order, constexprs included) and only on a GPU:
-Triton's CPU interpreter returns no compiled variant, so there every launch is the usual one.
+compiled variant every parameter in signature order, constexprs included) and not under
+Triton's CPU interpreter (no compiled variant there): elsewhere every launch is the usual one.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
 import triton
 
 _VERSION = tuple(int(part) for part in triton.__version__.split(".")[:2])
-FAST_PATH = (3, 4) <= _VERSION < (3, 10)
+FAST_PATH = (3, 4) <= _VERSION < (3, 10) and os.environ.get("TRITON_INTERPRET", "0") != "1"
 _TENSOR = torch.Tensor
 
 
@@ -62,6 +63,9 @@ class Launcher:
         self._compiled: dict[tuple, tuple[Any, list]] = {}
 
     def __call__(self, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> None:
+        if not FAST_PATH:
+            self.kernel[grid](*args, **kwargs)
+            return
         key = specialization_key(args, kwargs)
         hit = self._compiled.get(key)
         if hit is not None:
@@ -69,6 +73,6 @@ class Launcher:
             compiled[tuple(grid) + (1,) * (3 - len(grid))](*args, *constexprs)
             return
         compiled = self.kernel[grid](*args, **kwargs)
-        if FAST_PATH and compiled is not None:
+        if compiled is not None:
             names = self.kernel.arg_names[len(args):]
             self._compiled[key] = (compiled, [kwargs[name] for name in names])
