@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.machinery
 import importlib.util
 import json
 import os
@@ -49,8 +48,6 @@ from fib_core.dataset.roofline import (
 
 DEFINITION = "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048"
 REPO = Path(__file__).resolve().parents[1]
-STARTER_DIR = REPO / "starters" / DEFINITION / "triton"
-REFERENCE_FILE = REPO / "fib_core" / "dataset" / "definitions" / DEFINITION / "reference.py"
 
 # (seq_len, local_expert_offset) of the 19 real workloads.
 WORKLOADS = [
@@ -61,23 +58,17 @@ WORKLOADS = [
 HIDDEN, INTER, NUM_LOCAL, NUM_EXPERTS = 7168, 2048, 32, 256
 ATOL, RTOL, MATCHED = 1.0, 0.3, 0.9
 
-def load_module(name: str, starter_dir: Path | None = None):
-    """Import a starter module as part of a package (the starter uses relative imports).
-
-    ``starter_dir`` (first call only) times another copy of the starter folder."""
-    pkg = "moe_triton_starter"
-    if pkg not in sys.modules:
-        spec = importlib.machinery.ModuleSpec(pkg, None, is_package=True)
-        spec.submodule_search_locations = [str(starter_dir or STARTER_DIR)]
-        sys.modules[pkg] = importlib.util.module_from_spec(spec)
-    return importlib.import_module(f"{pkg}.{name}")
-
-
-def load_reference():
-    spec = importlib.util.spec_from_file_location("moe_reference", REFERENCE_FILE)
+def _load_test_helpers():
+    """The test module's starter and reference loaders: benchmark what is tested."""
+    path = REPO / "tests" / "starters" / "test_moe.py"
+    spec = importlib.util.spec_from_file_location("moe_test_helpers", path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up while the file runs
     spec.loader.exec_module(mod)
-    return mod.run
+    return mod
+
+
+T = _load_test_helpers()
 
 
 def make_inputs(num_tokens: int, offset: int, seed: int, device: str = "cuda",
@@ -133,7 +124,7 @@ def judge_us(fn, iterations: int = 30) -> tuple[float, float]:
 
 
 def bench_one(num_tokens: int, offset: int, reference, config=None, with_reference=True) -> dict:
-    kernel = load_module("kernel")
+    kernel = T.load_starter()
     inputs = make_inputs(num_tokens, offset, seed=num_tokens)
     out = torch.empty((num_tokens, HIDDEN), dtype=torch.bfloat16, device="cuda")
     kernel.moe_forward(*inputs, out, config=config)
@@ -178,7 +169,7 @@ def format_table(rows: list[dict], device: str) -> str:
 def sweep(tokens: list[int], reference, deadline: float) -> list[str]:
     """Time the starter's own config (tiles.pick_config), then alternatives, per token count;
     stops at the deadline."""
-    tiles = load_module("tiles")
+    tiles = T.load_starter("tiles")
     TC = tiles.TileConfig
     tiny = [TC(16, 128, 128, split1=2, split2=2, stages1=3, stages2=3),
             TC(16, 64, 64, split1=8, split2=4, programs_per_sm=3),
@@ -220,7 +211,7 @@ def sweep(tokens: list[int], reference, deadline: float) -> list[str]:
 def compiled_kernel_report() -> list[str]:
     """Shared memory, registers and spills of every compiled GEMM variant (best effort: the
     cache layout differs between Triton versions)."""
-    kernel = load_module("kernel")
+    kernel = T.load_starter()
     lines = []
     for fn in (kernel._moe_kernel,):
         try:
@@ -251,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         if not (args.starter / "kernel.py").is_file():
             p.error(f"--starter {args.starter}: no kernel.py there; pass a copy of the "
                     "starter's triton/ folder")
-        load_module("kernel", args.starter)
+        T.load_starter("kernel", args.starter)
     if args.quick and not args.tokens:
         args.tokens = [1, 901]
     if not torch.cuda.is_available():
@@ -261,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         cost = kit_cost(make_inputs(t, offset, seed=t, device="cpu", weights=False))
         return needs_gpu("bench_moe.py", f"T={t}: {cost.bytes} B, {cost.flops} flop")
     start = time.time()
-    reference = load_reference()
+    reference = T.load_reference()
     device = torch.cuda.get_device_name()
     rows = []
     for t, offset in WORKLOADS:

@@ -447,7 +447,8 @@ def test_triton_prefill_short_calls_on_either_path(token_scan, monkeypatch):
 
 def prefill_launch_module():
     """The starter's launch.py, as its kernel.py imports it."""
-    return importlib.import_module(".launch", load_triton_starter(PREFILL_DIR / "triton").__package__)
+    package = load_triton_starter(PREFILL_DIR / "triton").__package__
+    return importlib.import_module(".launch", package)
 
 
 def test_triton_prefill_launch_key_holds_what_triton_specializes_on():
@@ -460,10 +461,13 @@ def test_triton_prefill_launch_key_holds_what_triton_specializes_on():
                          ((t, 1, 0.5), {"BLOCK": 16, "num_warps": 4}),
                          ((t, 48, 0.5), {"BLOCK": 16, "num_warps": 4}),
                          ((t, 2**31 + 3, 0.5), {"BLOCK": 16, "num_warps": 4}),
+                         ((t, 2**63 + 3, 0.5), {"BLOCK": 16, "num_warps": 4}),
                          ((t, True, 0.5), {"BLOCK": 16, "num_warps": 4}),
                          ((t, 40, 0.5), {"BLOCK": 32, "num_warps": 4}),
                          ((t, 40, 0.5), {"BLOCK": 16, "num_warps": 8})):
         assert key(args, kwargs) != base, (args[1:], kwargs)
+    # Triton types ints as i32, i64 (also below -2**31) or u64 (from 2**63)
+    assert key((t, -(2**40), 0.5), {}) != key((t, 2**63 + 16, 0.5), {})
 
 
 @triton.jit
@@ -475,20 +479,37 @@ def _scaled_copy_kernel(src_ptr, dst_ptr, n, factor, BLOCK: tl.constexpr):
 def test_triton_prefill_launcher_launches_as_the_kernel_would():
     # Each call must run the variant Triton would pick for its own arguments: n = 1 and a
     # multiple of 16 compile specialized variants first, which must not serve n = 40, nor
-    # the 16-byte-aligned one a view 4 bytes in. On a GPU the four classes are cached (the
-    # repeat with another factor is a hit); the CPU interpreter caches nothing.
+    # the 16-byte-aligned one a view 4 bytes in. On a GPU each call's cached variant is the
+    # one Triton's own cache holds for those arguments, four variants in all (the repeat with
+    # another factor is a hit); the CPU interpreter caches nothing.
     launch = prefill_launch_module()
     launcher = launch.Launcher(_scaled_copy_kernel)
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    fast = device == "cuda" and launch.FAST_PATH
     src = torch.arange(1, 49, dtype=torch.float32, device=device)
     for view, n, factor in ((src, 1, 5.0), (src, 16, 0.5), (src, 40, 2.0), (src, 40, 3.0),
                             (src[1:], 39, 2.0)):
         dst = torch.full_like(view, -1.0)
-        launcher((triton.cdiv(n, 16),), view, dst, n, factor, BLOCK=16)
+        grid = (triton.cdiv(n, 16),)
+        launcher(grid, view, dst, n, factor, BLOCK=16)
         want = torch.cat([view[:n] * factor, torch.full_like(view[n:], -1.0)])
         assert torch.equal(dst, want), (n, factor, view.data_ptr() % 16)
-    cached = 4 if device == "cuda" and launch.FAST_PATH else 0
-    assert len(launcher._compiled) == cached
+        if fast:
+            key = launch.specialization_key((view, dst, n, factor), {"BLOCK": 16})
+            triton_picks = _scaled_copy_kernel.warmup(view, dst, n, factor, BLOCK=16, grid=grid)
+            assert launcher._compiled[key][0] is triton_picks, (n, view.data_ptr() % 16)
+    assert len(launcher._compiled) == (4 if fast else 0)
+
+
+def test_triton_prefill_launcher_refuses_calls_its_key_cannot_tell_apart():
+    launcher = prefill_launch_module().Launcher(_scaled_copy_kernel)
+    src = torch.zeros(16, device="cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(TypeError, match="pass constexpr BLOCK by keyword"):
+        launcher((1,), src, src, 16, 1.0, 16)
+    with pytest.raises(TypeError, match="pass factor by position"):
+        launcher((1,), src, src, 16, factor=1.0, BLOCK=16)
+    with pytest.raises(TypeError, match="grid must be a tuple"):
+        launcher([1], src, src, 16, 1.0, BLOCK=16)
 
 
 def test_triton_prefill_goes_token_by_token_only_on_short_calls():

@@ -34,13 +34,19 @@ F8 = torch.float8_e4m3fn
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def load_starter(module: str = "kernel"):
-    """Import a module of the starter folder as part of a package (it uses relative imports)."""
+def load_starter(module: str = "kernel", starter_dir: Path | None = None):
+    """Import a module of the starter folder as part of a package (it uses relative imports),
+    as the kit's builder does. ``starter_dir`` loads another copy of the folder instead (an
+    older commit's, to time it: benchmarks/bench_moe.py --starter); it goes with the first
+    call, as the package is cached, and later calls without it get that copy's modules."""
     pkg = "moe_triton_starter"
     if pkg not in sys.modules:
         spec = importlib.machinery.ModuleSpec(pkg, None, is_package=True)
-        spec.submodule_search_locations = [str(STARTER_DIR)]
+        spec.submodule_search_locations = [str(starter_dir or STARTER_DIR)]
         sys.modules[pkg] = importlib.util.module_from_spec(spec)
+    loaded_from = Path(sys.modules[pkg].__spec__.submodule_search_locations[0])
+    if starter_dir is not None and loaded_from.resolve() != starter_dir.resolve():
+        raise ValueError(f"package {pkg} is already loaded from {loaded_from}, not {starter_dir}")
     return importlib.import_module(f"{pkg}.{module}")
 
 

@@ -77,7 +77,7 @@ def chunk_output(
                      mask=mask_v[:, None] & mask_k[None, :], other=0.0,
                      cache_modifier=LOAD_CACHE)
 
-        # --- O = scale * (gamma * Q S0^T + P U) ------------------------------------------------------
+        # --- O = scale * (gamma * Q S0^T + P U) --------------------------------------------------
         # Q K^T has exact products (bf16 values): bf16 operands on the GPU; fp32 operands in tf32
         # (which holds them exactly) in Triton's CPU interpreter, which mis-multiplies bf16 tiles.
         # Q S0^T likewise uses bf16 operands when the saved states are bf16.

@@ -5,7 +5,7 @@ last piece may be shorter), write gamma_t = g_1 * ... * g_t for the decay accumu
 chunk began and S0 for the state entering the chunk (k-last, [V, K]). Unrolling the recurrence
 over the chunk gives, for the delta-rule corrections u_t (one row per token):
 
-    u_t + beta_t * sum_{s<t} (gamma_t / gamma_s) (k_t . k_s) u_s = beta_t v_t - beta_t gamma_t S0 k_t
+    u_t + beta_t sum_{s<t} (gamma_t / gamma_s) (k_t . k_s) u_s = beta_t v_t - beta_t gamma_t S0 k_t
 
 i.e. (I + A) U = diag(beta) V - diag(beta * gamma) K S0^T with A strictly lower triangular. With
 T = (I + A)^-1 this is U = U~ - W S0^T where
@@ -29,19 +29,21 @@ makes it 3 programs per SM (88 -> 78 us). Its memory traffic, ~76 MB at this siz
 take ~16 us at the H200's bandwidth: the stage is bound by the inverse's latency.
 
 One program's time, read from %globaltimer inside a copy of this kernel (H200, T = 8192 in
-32 sequences, median program of 1,136, 396 resident at once): loads and gates 2.6 us,
-K K^T and A 1.8, the inverse 8.2, W 5.9, U~ 6.1; 24 us in all. So the two rolled loops of
-W and U~ (load a slice, one tf32 product, store) take longer than the inverse.
+32 sequences, 1,136 programs, 396 resident at once; medians): loads and gates 2.6 us,
+K K^T and A 1.8, the inverse 8.2, W 5.9, U~ 6.1; about 25 us in all. So the two rolled loops
+of W and U~ together (load a slice, one tf32 product, store: 12 us) take longer than the
+inverse.
 
 What to try next: W and U~ with bf16 operands. Splitting T diag(beta gamma) and T diag(beta)
 each into a bf16 high and low part (two bf16 products per slice, ~16 bits of T against
 tf32's 11) and feeding the K and V slices to the products as loaded took the stage from 77
-to 66 us here, with smaller state errors (2.5e-3 against 2.8e-3 at this size), but it holds
-four 64x64 bf16 operands in registers (spills at the 168 cap) and with ``prep_stages=1`` it
-wrote NaNs and then faulted (illegal address) on an H200 (Triton 3.6): not adopted until
-that is understood. Also: fewer products on the inverse's chain (the first two doublings,
-blocks of 2 and 4, by register shuffles instead of 64x64 products), or two chunks per program
-so one's products overlap the other's waits.
+(this kernel as it is) to 66 us here, with smaller state errors (2.5e-3 against 2.8e-3 at
+this size). But it holds four 64x64 bf16 operands in registers (spills at the 168 cap), and
+with ``prep_stages=1`` it wrote NaNs and then faulted (illegal address) on an H200 (Triton
+3.6; its Triton IR looked right): not adopted until that is understood. Also: fewer
+products on the inverse's chain (the first two doublings, blocks of 2 and 4, by register
+shuffles instead of 64x64 products), or two chunks per program so one's products overlap
+the other's waits.
 
 Tried on this kernel: 64 or 128 columns per W/U~ step (94 and 112 us: more registers), one or
 two load stages (98 and 102 us), a cap of 128 registers (spills, 88 us). Tried on earlier

@@ -134,7 +134,8 @@ def chunk_scan(
         wc = tl.load(w_ptr + rows[:, None] * stride_w_t + i_h * stride_w_h + offs_k[None, :],
                      mask=m_tk, other=0.0, cache_modifier=LOAD_CACHE)
         uc = tl.load(u_ptrs, mask=m_tv, other=0.0, cache_modifier=LOAD_CACHE).to(tl.float32)
-        gc = tl.load(g_ptr + rows * stride_g_t + i_h, mask=m_t, other=0.0, cache_modifier=LOAD_CACHE)
+        gc = tl.load(g_ptr + rows * stride_g_t + i_h, mask=m_t, other=0.0,
+                     cache_modifier=LOAD_CACHE)
         # --- save the state entering this chunk: stage 3 reads it for the outputs ----------
         tl.store(h_ptr + chunk * stride_h_c + i_h * stride_h_h + state_rows,
                  s.to(h_ptr.dtype.element_ty), mask=mask_s)

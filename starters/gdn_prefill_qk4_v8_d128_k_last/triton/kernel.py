@@ -103,14 +103,16 @@ T = 3028 in 5 sequences their kernels run ~75 us, but the judge's span varied fr
 us between runs on one H200, whose host took 23-40 us to launch each of them through
 ``kernel[grid](...)``. They now launch through the compiled variant once it exists
 (launch.py: 21-23 us a launch with its key; the first launch of a call is outside the span).
-H200, kit timer, median of 4 runs each, the old and new taking turns (this run's host was
-slow): T = 2857/3 171 -> 150 us, 3028/5 166 -> 144, 3271/2 114 -> 111, 3999/13 163 -> 143,
-4124/15 166 -> 137, 5709/2 202 -> 191; T = 8192/32 199 both (its kernels outlast a launch).
-Single runs on that host swing by tens of us either way (the 100 workloads, each timed once:
-mean 71.2 -> 69.3 us, T = 601..8191 95.7 -> 91.3), and ``run_local`` there still showed
-gaps (T = 2857, 3028, 3271: 153-159 us against 84-108 us of kernels). Where a launch is
-shorter than the kernel before it there is no gap to save. The one launch still wins below
-the cut-over on that host (T = 1377: 72 against 156 us; T = 2284: 103 against 130).
+H200, kit timer, lengths from the kit's generator, median of 4 runs each, the old and new
+taking turns (this run's host was slow): T = 2857/3 171 -> 150 us, 3028/5 166 -> 144,
+3271/2 114 -> 111, 3999/13 163 -> 143, 4124/15 166 -> 137, 5709/2 202 -> 191; T = 8192/32
+199 both (its kernels outlast a launch). Single runs on that host swing by tens of us either
+way: the 100 workloads with their own cu_seqlens, each timed once
+(``tune_gdn_prefill.py --workloads``), mean 71.2 -> 69.3 us, its 22 calls of T = 601..8191
+95.7 -> 91.3; a ``run_local`` of T = 2857, 3028 and 3271, in another run, still showed gaps
+(153-159 us spans against 84-108 us of kernels). Where a launch is shorter than the kernel
+before it there is no gap to save. The one launch still wins below the cut-over on that
+host (T = 1377: 72 against 156 us; T = 2284: 103 against 130).
 
 Tried and dropped:
 
@@ -253,7 +255,8 @@ def scan_kernel(
 ):
     # one flat grid (it takes any number of sequences), launched in chunk_scan's item order
     chunk_scan(
-        tl.program_id(0), k_ptr, w_ptr, u_ptr, g_ptr, cu_ptr, state_ptr, h_ptr, new_state_ptr, num_seqs,
+        tl.program_id(0), k_ptr, w_ptr, u_ptr, g_ptr, cu_ptr, state_ptr, h_ptr, new_state_ptr,
+        num_seqs,
         stride_k_t, stride_k_h, stride_w_t, stride_w_h, stride_u_t, stride_u_h, stride_g_t,
         stride_h_c, stride_h_h, stride_s_n, stride_s_h, stride_ns_n, stride_ns_h,
         NUM_V_HEADS, GROUP, K, V, K, BLOCK_V, BLOCK_N, CHUNK, HAS_STATE, DOT_BF16, F32_DOT, "",
@@ -386,7 +389,8 @@ def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_sta
     num_v_heads, head_v = v.shape[1], v.shape[2]
     num_seqs = cu_seqlens.shape[0] - 1
     if num_v_heads % num_qk_heads != 0:
-        raise ValueError(f"gdn prefill needs HV % HQ == 0; got q {tuple(q.shape)}, v {tuple(v.shape)}")
+        raise ValueError(f"gdn prefill needs HV % HQ == 0; got q {tuple(q.shape)}, "
+                         f"v {tuple(v.shape)}")
     for name, size in (("head_k", head_k), ("head_v", head_v)):
         if size < 16 or size & (size - 1):
             raise ValueError(f"gdn prefill needs {name} a power of two >= 16, got {size}")
@@ -461,7 +465,8 @@ def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_sta
         **({} if cfg.prep_maxnreg is None else {"maxnreg": cfg.prep_maxnreg}),
     )
     _SCAN(
-        (num_seqs * num_v_heads * triton.cdiv(head_v, cfg.scan_block_v),), k, w, u, g, cu_seqlens, state_arg, h, new_state, num_seqs,
+        (num_seqs * num_v_heads * triton.cdiv(head_v, cfg.scan_block_v),),
+        k, w, u, g, cu_seqlens, state_arg, h, new_state, num_seqs,
         k.stride(0), k.stride(1), w.stride(0), w.stride(1), u.stride(0), u.stride(1),
         g.stride(0), h.stride(0), h.stride(1),
         state_arg.stride(0), state_arg.stride(1), new_state.stride(0), new_state.stride(1),
@@ -471,7 +476,8 @@ def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_sta
         num_warps=cfg.scan_warps, num_stages=cfg.scan_stages,
     )
     _OUTPUT(
-        (slots, num_v_heads, triton.cdiv(head_v, cfg.out_block_v)), q, k, u, g, h, cu_seqlens, output, num_seqs, float(scale),
+        (slots, num_v_heads, triton.cdiv(head_v, cfg.out_block_v)),
+        q, k, u, g, h, cu_seqlens, output, num_seqs, float(scale),
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), u.stride(0), u.stride(1),
         g.stride(0), h.stride(0), h.stride(1), output.stride(0), output.stride(1),
         GROUP=group, K=head_k, V=head_v, BLOCK_V=cfg.out_block_v, BLOCK_N=block_n,
