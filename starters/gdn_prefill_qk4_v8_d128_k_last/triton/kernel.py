@@ -110,8 +110,11 @@ taking turns (this run's host was slow): T = 2857/3 171 -> 150 us, 3028/5 166 ->
 way: the 100 workloads with their own cu_seqlens, each timed once
 (``tune_gdn_prefill.py --workloads``), mean 71.2 -> 69.3 us, its 22 calls of T = 601..8191
 95.7 -> 91.3; a ``run_local`` of T = 2857, 3028 and 3271, in another run, still showed gaps
-(153-159 us spans against 84-108 us of kernels). Where a launch is shorter than the kernel
-before it there is no gap to save. The one launch still wins below the cut-over on that
+(153-159 us spans against 84-108 us of kernels). A last A/B after the launcher's review,
+same method: T = 3028/5 124 -> 109 us, 4124/15 115 both, 2857/3 135 -> 134, single runs
+94-163 us. So the launch itself is cheaper (38 -> 21-23 us), while what that saves of the
+span depends on the host's speed and load. Where a launch is shorter than the kernel before
+it there is no gap to save. The one launch still wins below the cut-over on that
 host (T = 1377: 72 against 156 us; T = 2284: 103 against 130).
 
 Tried and dropped:

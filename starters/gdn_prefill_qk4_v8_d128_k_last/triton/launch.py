@@ -6,7 +6,8 @@ runs shorter than that. ``kernel[grid](...)`` re-derives the compiled variant fr
 argument on each launch; launching the variant it returned directly skips that. H200 host,
 Triton 3.6, 20-22 arguments: 23-40 us per ``kernel[grid](...)`` (the host's speed varied
 between runs) against 11-16 us through the compiled variant and 21-23 us with the key below
-(7-8 us of it); the whole call at T=3028 in 5 sequences, kit timer, median of 4: 166 -> 144 us.
+(7-8 us of it); the whole call at T=3028 in 5 sequences, kit timer, median of 4: 166 -> 144 us
+in one run, 124 -> 109 in another (single runs swing by tens of us with the host's load).
 
 A cached variant is only valid for arguments Triton would have compiled the same way, so each
 launch first builds ``specialization_key``: the current device; per tensor its dtype and
