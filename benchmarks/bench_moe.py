@@ -63,7 +63,7 @@ def _load_test_helpers():
     path = REPO / "tests" / "starters" / "test_moe.py"
     spec = importlib.util.spec_from_file_location("moe_test_helpers", path)
     mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up while the file runs
+    sys.modules[spec.name] = mod  # as an import would (dataclasses and pickle look it up)
     spec.loader.exec_module(mod)
     return mod
 

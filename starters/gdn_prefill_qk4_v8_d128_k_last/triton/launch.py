@@ -13,9 +13,8 @@ A cached variant is only valid for arguments Triton would have compiled the same
 launch first builds ``specialization_key``: the current device; per tensor its dtype and
 whether its address is a multiple of 16 bytes; per integer whether it is 1, whether it is a
 multiple of 16 and whether it fits 32 or 64 bits; and every keyword (constexprs and launch
-options).
-A call that differs in any of these goes through ``kernel[grid](...)`` once and its variant is
-cached too.
+options). A call that differs in any of these goes through ``kernel[grid](...)`` once and its
+variant is cached too.
 
 Example (``grid`` and the keywords as for ``kernel[grid](...)``)::
 
