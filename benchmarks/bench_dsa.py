@@ -157,8 +157,8 @@ def format_table(rows: list[dict], device: str) -> str:
 
 
 SWEEPS = {
-    "attention": [dict(block_k=bk, num_warps=w, num_stages=1, num_splits=sp)
-                  for bk in (32, 64) for w in (4, 8) for sp in (16, 32, 64)],
+    "attention": [dict(block_k=bk, num_warps=w, num_stages=st, num_splits=sp)
+                  for bk in (32, 64) for w in (4, 8) for st in (1, 3) for sp in (16, 32, 64)],
     "indexer": [dict(num_warps=w, compact_cols=c) for w in (4, 8) for c in (0, 128)],
 }
 

@@ -25,33 +25,42 @@ so the kernel is bound by memory bandwidth and by how many rows are in flight at
   empty splits (lse -inf) weigh 0. One launch instead of a split kernel and a merge kernel:
   the judge counts the host's time between two launches (about as long as the whole gather
   here), so the second launch cost more than the merge itself;
-* padding (-1) is masked at the load, so padded slots cost no memory traffic.
+* padding (-1) is masked at the load, so padded slots cost no memory traffic;
+* with several blocks per split (6-8 tokens), the next block's ids are loaded before this
+  block's math and Triton's pipelining (``num_stages=3``) issues the next block's gather into
+  shared memory ahead of use: more rows in flight per SM.
 
-Measured (H200, ``run_local`` on the embedded dataset, CUPTI): 16.0 us mean over the 23
-contest workloads (16.9 before the flat addressing and the barrier below), 23/23 passed in
-persistent and isolated runs; the kit's timer on ``benchmarks/bench_dsa.py`` inputs: 10.3 us
-at 1 token, 11.3 at 2, 18.7 at 6, 20.4 at 8.
+Measured (H200, ``run_local`` on the embedded dataset, CUPTI, two runs each): 14.9 us mean over
+the 23 contest workloads against 16.1 before the ids prefetch and ``num_stages=3`` (6-8 tokens
+16.3-17.7 us against 18.3-19.8; 1-2 tokens, one block per split, unchanged at 9.9 and 11.2);
+23/23 passed in persistent and isolated runs. The kit's timer on ``benchmarks/bench_dsa.py``
+inputs: 10.3 us at 1 token, 11.3 at 2, 16.9 at 6, 18.3 at 8 (20.3 before).
 
-Where one call's time goes (H200; %globaltimer read inside the kernel after each step, median
-program, L2 flushed before the call; stamped before the barrier below lost its exit round trip,
-and the stamps themselves slow the 8-token call from 20.4 to ~24 us):
+Where one call's time goes (H200, before the ids prefetch; %globaltimer read inside the kernel
+after each step, median program, L2 flushed before the call; stamped before the barrier below
+lost its exit round trip, and the stamps themselves slow the 8-token call from 20.4 to ~24 us):
 
     1 token, 64 programs:        ids+q 0.5 | gather 2.8 | math 1.3 | partial 1.0 |
                                  barrier 1.8 | merge 1.8                     ~9.5 us
     8 tokens, 256 programs       ids 1.3 | gather 5.1 | math 2.6 | ids 1.3 | gather 4.1 |
     (2 per SM, 2 blocks each):   math 2.0 | partial 1.3 | barrier 3.1 | merge 2.6   ~23 us
 
-So the gathers dominate. At 8 tokens a wave of gathers moves 9.4 MB in 4-5 us (~2 TB/s, under
-half the copy bandwidth, cause not established); at 1 token one program's 36 KB take 2.8 us. The
-barrier's share includes waiting for the slowest program. Tried on an H200 without gain:
-Triton's software pipelining (``num_stages`` 2-5), 16-row blocks, 8 warps, 3 programs per SM,
-loading the next block's rows before this block's math (spills at 4 warps; 2-3% at 8 tokens
-with 16-row blocks, slower at 2), the logits as ``kv @ q^T`` (shared memory 84 -> 55 KB),
-a larger L1 (the carve-out), and indices confined to 16 MB of the cache (7%: not the TLB).
-To try next: a gather that lands in shared memory without passing through registers
-(``cp.async``/TMA from CUDA; Blackwell's TMA gathers rows directly), then fewer and longer
-splits (less merge traffic, a cheaper barrier), or an FP8 copy of the cache rows if the
-contest's inputs allowed it.
+So the gathers dominate. At 8 tokens a wave of gathers moved 9.4 MB in 4-5 us (~2 TB/s, under
+half the copy bandwidth), one block after the other; at 1 token one program's 36 KB take 2.8 us.
+The barrier's share includes waiting for the slowest program. Tried on an H200 (kit timer,
+bench_dsa inputs, mean weighted as the contest's token counts; 16.5 us before): the ids
+prefetch alone 16.3; with ``num_stages=3`` 15.2 at two programs per SM (shared memory 94 KB
+each), 15.5 at one program per SM with four blocks per split, 15.9 with four stages; pipelining
+without the ids prefetch was slower (16.9 at one program per SM); 16-row blocks 16.9-18.0,
+8 warps 17.0-17.5; a split of 3 blocks 16.8; 1-2 tokens with 2-block splits (half the merge)
+11.8 against 11.3 us. Earlier, without gain: 3 programs per SM, the next block's rows loaded
+into registers (spills at 4 warps), the logits as ``kv @ q^T`` (shared memory 84 -> 55 KB), a
+larger L1 (the carve-out), and indices confined to 16 MB of the cache (7%: not the TLB).
+To try next: 1-2 tokens (9 of the 23 workloads) run one block per split, so their time is
+the gather's latency plus the split-K merge (partial 1.0, barrier 1.8, merge 1.8 us at one
+token): a cheaper merge (fp16 partials would halve its bytes; check the contest's tolerance at
+large outputs first) or a gather that lands in shared memory without passing through
+registers (``cp.async``/TMA from CUDA; Blackwell's TMA gathers rows directly).
 
 Head count and sizes are read from the tensor shapes; only the last dimension of each tensor must
 be contiguous.
@@ -113,11 +122,13 @@ def _split_phase(
     l_i = tl.zeros([BLOCK_H], tl.float32)  # running sum of 2^(logit - m_i)
     acc = tl.zeros([BLOCK_H, D_CKV], tl.float32)  # running sum of weights * ckv rows
 
+    # Which cache tokens a block selects; -1 (and the tail past topk) are masked out. The first
+    # block's ids are loaded here, each next block's during the loop (below).
     first = split * iters_per_split * BLOCK_K
-    for it in range(iters_per_split):
-        # Which cache tokens this block selects; -1 (and the tail past topk) are masked out.
-        j = first + it * BLOCK_K + offs_k
-        ids = tl.load(idx_ptr + tok * s_idx_t + j, mask=j < topk, other=-1)
+    stop = first + iters_per_split * BLOCK_K  # this split's end
+    j = first + offs_k
+    ids = tl.load(idx_ptr + tok * s_idx_t + j, mask=j < topk, other=-1)
+    for _ in range(iters_per_split):
         valid = ids >= 0
         if FLAT:
             # Pages laid end to end (the host checked the strides): the flat id is the row
@@ -138,6 +149,10 @@ def _split_phase(
                      other=0.0, cache_modifier=".cg")
         kp = tl.load(kpe_ptr + kp_off[:, None] + offs_p[None, :], mask=valid[:, None],
                      other=0.0, cache_modifier=".cg")
+        # The next block's ids, issued before this block's math so their round trip to memory
+        # overlaps it instead of starting the next iteration (past the split's end: masked).
+        j += BLOCK_K
+        ids = tl.load(idx_ptr + tok * s_idx_t + j, mask=(j < topk) & (j < stop), other=-1)
 
         # Logits for all heads at once, in base 2 (exp2 is the cheap hardware exponential).
         s = _mm(qn, tl.trans(kv), WIDEN) + _mm(qp, tl.trans(kp), WIDEN)
@@ -287,7 +302,9 @@ def plan_splits(num_tokens: int, topk: int, block_k: int, sm_count: int) -> int:
 
 def resident_programs(sm_count: int, num_warps: int) -> int:
     """Programs a cooperative launch may have: all must be resident at once. Two per SM at 4
-    warps (255 registers a thread at most still leave room for two); one at 8."""
+    warps (255 registers a thread at most still leave room for two; with ``num_stages=3`` each
+    takes 94 KB of the SM's 228 KB of shared memory on Hopper and Blackwell); one at 8. A
+    setting that does not fit fails the cooperative launch with an error; it cannot hang."""
     return sm_count * (2 if num_warps <= 4 else 1)
 
 
@@ -324,11 +341,13 @@ def run(
     block_k: int = 32,
     num_splits: int | None = None,
     num_warps: int = 4,
-    num_stages: int = 1,
+    num_stages: int = 3,
 ) -> None:
     """Destination-passing entry point: fills ``output`` and ``lse``.
 
     The keyword-only knobs exist for tuning scripts; the harness never passes them.
+    ``num_stages`` is Triton's pipelining depth for the loop over a split's blocks (it matters
+    only when a split has more than one block, at 6-8 tokens here).
     """
     num_tokens, num_heads, d_ckv = q_nope.shape
     d_kpe = q_pe.shape[-1]
