@@ -415,6 +415,23 @@ def test_attention_gpu_real_workloads(num_tokens: int) -> None:
 
 
 @pytest.mark.gpu
+def test_attention_gpu_refused_cooperative_grid_launches_twice(monkeypatch) -> None:
+    """A grid the driver cannot keep resident is refused before it runs; the call then runs the
+    split and the merge as two launches, with the same outputs, and remembers the refusal."""
+    starter = attention_starter()
+    monkeypatch.setattr(starter, "resident_programs", lambda sm_count, num_warps: 10**6)
+    monkeypatch.setattr(starter, "_REFUSED", set())
+    inputs = make_attention_inputs(8, seed=8, device="cuda")
+    # 8 tokens x 64 splits: 512 programs, over twice the SMs of any current GPU, at most two of
+    # which fit on an SM (84 KB of shared memory each).
+    for _ in range(2):  # the second call goes straight to two launches
+        outputs = _run_attention(inputs, num_splits=64)
+        torch.cuda.synchronize()
+        _check_attention(inputs, outputs)
+    assert [key[1] for key in starter._REFUSED] == [512]
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("batch,max_pages", INDEXER_REAL)
 def test_indexer_gpu_real_workloads(batch: int, max_pages: int) -> None:
     inputs = make_indexer_inputs(batch, max_pages, seed=batch * 100 + max_pages, device="cuda")

@@ -304,11 +304,15 @@ def resident_programs(sm_count: int, num_warps: int) -> int:
     """Programs a cooperative launch may have: all must be resident at once. Two per SM at 4
     warps (255 registers a thread at most still leave room for two; with ``num_stages=3`` each
     takes 94 KB of the SM's 228 KB of shared memory on Hopper and Blackwell); one at 8. A
-    setting that does not fit fails the cooperative launch with an error; it cannot hang."""
+    setting that does not fit is refused by the driver (``run`` then launches twice); it
+    cannot hang."""
     return sm_count * (2 if num_warps <= 4 else 1)
 
 
 _SYNC: dict[torch.device, torch.Tensor] = {}
+
+# (device, programs, block_k, num_warps, num_stages) whose cooperative launch was refused.
+_REFUSED: set[tuple] = set()
 
 
 def _sync_counter(device: torch.device) -> torch.Tensor:
@@ -394,11 +398,23 @@ def run(
             num_warps=num_warps, num_stages=num_stages, **options,
         )
 
-    if _INTERPRET or num_tokens * num_splits > resident_programs(
-            _sm_count(q_nope.device), num_warps):
+    programs = num_tokens * num_splits
+    key = (q_nope.device, programs, block_k, num_warps, num_stages)
+    if (_INTERPRET or key in _REFUSED
+            or programs > resident_programs(_sm_count(q_nope.device), num_warps)):
         # The interpreter runs programs one by one; a larger grid might not be resident at
         # once. Both take the merge as a second launch.
         launch(1)
         launch(2)
-    else:
+        return
+    try:
         launch(0, launch_cooperative_grid=True)
+    except RuntimeError as err:
+        # The driver refuses a cooperative grid that does not fit (another GPU or Triton
+        # version may need more registers or shared memory than resident_programs assumes)
+        # before anything runs; the context stays usable. Two launches then, from now on.
+        if "cooperative launch" not in str(err):
+            raise
+        _REFUSED.add(key)
+        launch(1)
+        launch(2)
