@@ -56,11 +56,14 @@ without the ids prefetch was slower (16.9 at one program per SM); 16-row blocks 
 11.8 against 11.3 us. Earlier, without gain: 3 programs per SM, the next block's rows loaded
 into registers (spills at 4 warps), the logits as ``kv @ q^T`` (shared memory 84 -> 55 KB), a
 larger L1 (the carve-out), and indices confined to 16 MB of the cache (7%: not the TLB).
+Partials as fp16 with a power-of-two scale per head (half the merge's bytes, no overflow):
+1-2 tokens 0.1-0.3 us faster, 6-8 tokens 1.4 us slower, and twice the error (worst element
+at 0.52 of the contest's tolerance against 0.25).
 To try next: 1-2 tokens (9 of the 23 workloads) run one block per split, so their time is
 the gather's latency plus the split-K merge (partial 1.0, barrier 1.8, merge 1.8 us at one
-token): a cheaper merge (fp16 partials would halve its bytes; check the contest's tolerance at
-large outputs first) or a gather that lands in shared memory without passing through
-registers (``cp.async``/TMA from CUDA; Blackwell's TMA gathers rows directly).
+token): a gather that lands in shared memory without passing through registers
+(``cp.async``/TMA from CUDA; Blackwell's TMA gathers rows directly), or a merge that waits
+only for its own token's splits instead of the whole grid.
 
 Head count and sizes are read from the tensor shapes; only the last dimension of each tensor must
 be contiguous.
