@@ -415,6 +415,25 @@ def test_attention_gpu_real_workloads(num_tokens: int) -> None:
 
 
 @pytest.mark.gpu
+def test_attention_gpu_token_barriers_grow_with_the_token_count(monkeypatch) -> None:
+    """Each token has its own barrier words: a call on more tokens than any before (20, past
+    the 8 allocated at first) gets new zeroed words, and a smaller call after it still merges
+    every token only once its splits are in."""
+    starter = attention_starter()
+    monkeypatch.setattr(starter, "_SYNC", {})
+    sizes = []
+    for num_tokens in (2, 20, 3):
+        inputs = make_attention_inputs(num_tokens, seed=num_tokens, device="cuda")
+        outputs = _run_attention(inputs)
+        torch.cuda.synchronize()
+        _check_attention(inputs, outputs)
+        (counter,) = starter._SYNC.values()
+        sizes.append(counter.numel())
+        assert not counter[0::2].any(), "every call leaves the arrival counts at zero"
+    assert sizes == [16, 40, 40]
+
+
+@pytest.mark.gpu
 def test_attention_gpu_refused_cooperative_grid_launches_twice(monkeypatch) -> None:
     """A grid the driver cannot keep resident is refused before it runs; the call then runs the
     split and the merge as two launches, with the same outputs, and remembers the refusal."""

@@ -19,10 +19,12 @@ so the kernel is bound by memory bandwidth and by how many rows are in flight at
   flash-decoding), because the real workloads have only 1-8 tokens: without the split a handful
   of SMs would do all the work;
 * each split keeps an online softmax in base 2 and writes a normalised partial output plus its
-  base-2 lse; then every program waits at a grid barrier (the launch is cooperative, so all
-  programs are resident at once and the wait cannot deadlock) and merges its share of the
-  output slices, weighting the splits by 2^(lse_s - max lse): exact, never overflowing, and
-  empty splits (lse -inf) weigh 0. One launch instead of a split kernel and a merge kernel:
+  base-2 lse; then it waits at its token's barrier, for that token's splits only (the launch
+  is cooperative, so all programs are resident at once and the wait cannot deadlock), and
+  merges its share of the token's output slices, weighting the splits by 2^(lse_s - max lse):
+  exact, never overflowing, and empty splits (lse -inf) weigh 0. A barrier per token instead
+  of one for the whole grid: 0.2-0.6 us less per call (H200), as a token's programs no longer
+  wait for the slowest program of all. One launch instead of a split kernel and a merge kernel:
   the judge counts the host's time between two launches (about as long as the whole gather
   here), so the second launch cost more than the merge itself;
 * padding (-1) is masked at the load, so padded slots cost no memory traffic;
@@ -30,15 +32,16 @@ so the kernel is bound by memory bandwidth and by how many rows are in flight at
   block's math and Triton's pipelining (``num_stages=3``) issues the next block's gather into
   shared memory ahead of use: more rows in flight per SM.
 
-Measured (H200, ``run_local`` on the embedded dataset, CUPTI, two runs each): 14.9 us mean over
-the 23 contest workloads against 16.1 before the ids prefetch and ``num_stages=3`` (6-8 tokens
-16.3-17.7 us against 18.3-19.8; 1-2 tokens, one block per split, unchanged at 9.9 and 11.2);
-23/23 passed in persistent and isolated runs. The kit's timer on ``benchmarks/bench_dsa.py``
-inputs: 10.3 us at 1 token, 11.3 at 2, 16.9 at 6, 18.3 at 8 (20.3 before).
+Measured (H200, ``run_local`` on the embedded dataset, CUPTI, two runs each): 14.5 us mean over
+the 23 contest workloads against 16.1 before the ids prefetch, ``num_stages=3`` and the
+barriers per token (6-8 tokens 15.9-17.1 us against 18.3-19.9; 1 token 9.8 against 10.0, 2
+tokens 11.2 against 11.3); 23/23 passed in persistent and isolated runs (14.5 us). The kit's
+timer on ``benchmarks/bench_dsa.py`` inputs: 10.1 us at 1 token, 11.3 at 2, 16.5 at 6, 17.8
+at 8 (10.3, 11.4, 18.9 and 20.4 before).
 
-Where one call's time goes (H200, before the ids prefetch; %globaltimer read inside the kernel
-after each step, median program, L2 flushed before the call; stamped before the barrier below
-lost its exit round trip, and the stamps themselves slow the 8-token call from 20.4 to ~24 us):
+Where one call's time goes (H200, before those three changes; %globaltimer read inside the
+kernel after each step, median program, L2 flushed before the call; the stamps themselves slow
+the 8-token call from 20.4 to ~24 us):
 
     1 token, 64 programs:        ids+q 0.5 | gather 2.8 | math 1.3 | partial 1.0 |
                                  barrier 1.8 | merge 1.8                     ~9.5 us
@@ -62,8 +65,7 @@ at 0.52 of the contest's tolerance against 0.25).
 To try next: 1-2 tokens (9 of the 23 workloads) run one block per split, so their time is
 the gather's latency plus the split-K merge (partial 1.0, barrier 1.8, merge 1.8 us at one
 token): a gather that lands in shared memory without passing through registers
-(``cp.async``/TMA from CUDA; Blackwell's TMA gathers rows directly), or a merge that waits
-only for its own token's splits instead of the whole grid.
+(``cp.async``/TMA from CUDA; Blackwell's TMA gathers rows directly) would shorten the first.
 
 Head count and sizes are read from the tensor shapes; only the last dimension of each tensor must
 be contiguous.
@@ -187,8 +189,9 @@ def _split_phase(
 
 
 @triton.jit
-def _grid_barrier(sync_ptr, num_programs, generation):
-    """Wait until every program of the launch has arrived here; earlier stores are then visible.
+def _group_barrier(sync_ptr, group_size, generation):
+    """Wait until all ``group_size`` programs of a group (a token's splits) have arrived here;
+    their earlier stores are then visible.
 
     Two int32 words: an arrival counter, zero between calls, and a generation number that each
     program read at its start (``generation``). The last to arrive moves the generation on and
@@ -199,7 +202,7 @@ def _grid_barrier(sync_ptr, num_programs, generation):
     """
     tl.debug_barrier()  # every thread of this program has issued its stores
     arrived = tl.atomic_add(sync_ptr, 1, sem="acq_rel") + 1
-    if arrived == num_programs:
+    if arrived == group_size:
         tl.atomic_add(sync_ptr + 1, 1, sem="release")
         tl.atomic_xchg(sync_ptr, 0, sem="relaxed")
     else:
@@ -253,14 +256,16 @@ def _dsa_kernel(
     BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr, PHASE: tl.constexpr, WIDEN: tl.constexpr,
     FLAT: tl.constexpr, WIDE: tl.constexpr,
 ):
-    """Program (token, split). PHASE 0: split, grid barrier, merge share (one cooperative
+    """Program (token, split). PHASE 0: split, token barrier, merge share (one cooperative
     launch, the GPU path). PHASE 1 / 2: the split or the merge alone, for Triton's CPU
     interpreter, which runs programs one after another (a barrier would wait forever)."""
     tok = tl.program_id(0)
     split = tl.program_id(1)
     num_splits = tl.num_programs(1)
     if PHASE == 0:
-        generation = tl.atomic_add(sync_ptr + 1, 0, sem="relaxed")  # before this one arrives
+        # This token's two barrier words; its generation is read before this program arrives.
+        sync_ptr += 2 * tok
+        generation = tl.atomic_add(sync_ptr + 1, 0, sem="relaxed")
     if PHASE != 2:
         _split_phase(
             tok, split, num_splits,
@@ -269,13 +274,12 @@ def _dsa_kernel(
             s_qn_t, s_qn_h, s_qp_t, s_qp_h, s_ckv_p, s_ckv_s, s_kpe_p, s_kpe_s, s_idx_t,
             BLOCK_H, D_CKV, D_KPE, BLOCK_K, WIDEN, FLAT, WIDE,
         )
-    num_programs = num_tokens * num_splits
     if PHASE == 0:
-        _grid_barrier(sync_ptr, num_programs, generation)
+        _group_barrier(sync_ptr, num_splits, generation)
     if PHASE != 1:
-        # The merge's (token, head, slice) items, dealt round-robin to every program.
-        for item in range(split * num_tokens + tok, num_tokens * num_heads * d_blocks,
-                          num_programs):
+        # This token's (head, slice) merge items, dealt round-robin to its splits.
+        items = num_heads * d_blocks
+        for item in range(tok * items + split, (tok + 1) * items, num_splits):
             _merge_phase(
                 item, num_splits, num_heads, d_blocks,
                 part_out_ptr, part_lse_ptr, out_ptr, lse_ptr, s_o_t, s_o_h, s_l_t,
@@ -318,13 +322,15 @@ _SYNC: dict[torch.device, torch.Tensor] = {}
 _REFUSED: set[tuple] = set()
 
 
-def _sync_counter(device: torch.device) -> torch.Tensor:
-    """The grid barrier's two words for ``device`` (arrivals, generation): allocated zeroed
-    once; every call leaves the arrival count at zero (see ``_grid_barrier``), so no call pays
-    for zeroing it."""
+def _sync_counter(device: torch.device, num_tokens: int) -> torch.Tensor:
+    """Each token's barrier words on ``device`` (arrivals, generation): allocated zeroed when
+    a call has more tokens than any before (the calls before it on this stream have ended by
+    the time it runs); every call leaves the arrival counts at zero (see ``_group_barrier``),
+    so no call pays for zeroing them."""
     counter = _SYNC.get(device)
-    if counter is None:
-        counter = _SYNC[device] = torch.zeros(2, dtype=torch.int32, device=device)
+    if counter is None or counter.numel() < 2 * num_tokens:
+        counter = _SYNC[device] = torch.zeros(2 * max(num_tokens, 8), dtype=torch.int32,
+                                              device=device)
     return counter
 
 
@@ -389,7 +395,7 @@ def run(
     def launch(phase: int, **options: object) -> None:
         _dsa_kernel[(num_tokens, num_splits)](
             q_nope, q_pe, ckv_cache, kpe_cache, sparse_indices, part_out, part_lse,
-            output, lse, _sync_counter(q_nope.device),
+            output, lse, _sync_counter(q_nope.device, num_tokens),
             float(sm_scale) * LOG2E, num_tokens, num_heads, topk, page_size, iters,
             d_ckv // block_d,
             q_nope.stride(0), q_nope.stride(1), q_pe.stride(0), q_pe.stride(1),
