@@ -414,6 +414,22 @@ def test_attention_gpu_real_workloads(num_tokens: int) -> None:
     _check_attention(inputs, outputs)
 
 
+class _PhaseSpy:
+    """Stands in for the kernel's JIT function and records the PHASE of every launch."""
+
+    def __init__(self, kernel) -> None:
+        self.kernel, self.phases = kernel, []
+
+    def __getitem__(self, grid):
+        launch = self.kernel[grid]
+
+        def run(*args, **kwargs):
+            self.phases.append(kwargs["PHASE"])
+            return launch(*args, **kwargs)
+
+        return run
+
+
 @pytest.mark.gpu
 def test_attention_gpu_token_barriers_grow_with_the_token_count(monkeypatch) -> None:
     """Each token has its own barrier words: a call on more tokens than any before (20, past
@@ -421,16 +437,23 @@ def test_attention_gpu_token_barriers_grow_with_the_token_count(monkeypatch) -> 
     every token only once its splits are in."""
     starter = attention_starter()
     monkeypatch.setattr(starter, "_SYNC", {})
-    sizes = []
+    monkeypatch.setattr(starter, "_RETIRED", [])
+    monkeypatch.setattr(starter, "_REFUSED", set())
+    spy = _PhaseSpy(starter._dsa_kernel)
+    monkeypatch.setattr(starter, "_dsa_kernel", spy)
+    generations = []
     for num_tokens in (2, 20, 3):
         inputs = make_attention_inputs(num_tokens, seed=num_tokens, device="cuda")
         outputs = _run_attention(inputs)
         torch.cuda.synchronize()
         _check_attention(inputs, outputs)
         (counter,) = starter._SYNC.values()
-        sizes.append(counter.numel())
         assert not counter[0::2].any(), "every call leaves the arrival counts at zero"
-    assert sizes == [16, 40, 40]
+        generations.append(counter[1::2].tolist())
+    assert spy.phases == [0, 0, 0], "each call is one cooperative launch"
+    # Each token's barrier moved its own generation once per call, and no other token's.
+    assert generations == [[1, 1] + [0] * 6, [1] * 20, [2] * 3 + [1] * 17]
+    assert len(starter._RETIRED) == 1  # the outgrown words are kept, not freed
 
 
 @pytest.mark.gpu
@@ -440,13 +463,17 @@ def test_attention_gpu_refused_cooperative_grid_launches_twice(monkeypatch) -> N
     starter = attention_starter()
     monkeypatch.setattr(starter, "resident_programs", lambda sm_count, num_warps: 10**6)
     monkeypatch.setattr(starter, "_REFUSED", set())
+    spy = _PhaseSpy(starter._dsa_kernel)
+    monkeypatch.setattr(starter, "_dsa_kernel", spy)
     inputs = make_attention_inputs(8, seed=8, device="cuda")
     # 8 tokens x 64 splits: 512 programs, over twice the SMs of any current GPU, at most two of
-    # which fit on an SM (84 KB of shared memory each).
-    for _ in range(2):  # the second call goes straight to two launches
+    # which fit on an SM (one block per split: 84 KB of shared memory each).
+    for _ in range(2):
         outputs = _run_attention(inputs, num_splits=64)
         torch.cuda.synchronize()
         _check_attention(inputs, outputs)
+    # Refused, then split and merge; the second call goes straight to the two launches.
+    assert spy.phases == [0, 1, 2, 1, 2]
     assert [key[1] for key in starter._REFUSED] == [512]
 
 

@@ -61,7 +61,8 @@ into registers (spills at 4 warps), the logits as ``kv @ q^T`` (shared memory 84
 larger L1 (the carve-out), and indices confined to 16 MB of the cache (7%: not the TLB).
 Partials as fp16 with a power-of-two scale per head (half the merge's bytes, no overflow):
 1-2 tokens 0.1-0.3 us faster, 6-8 tokens 1.4 us slower, and twice the error (worst element
-at 0.52 of the contest's tolerance against 0.25).
+at 0.52 of the contest's tolerance against 0.25). Each token's barrier words on a 128-byte
+line of their own (no contention between tokens): no change (14.8-14.9 us either way).
 To try next: 1-2 tokens (9 of the 23 workloads) run one block per split, so their time is
 the gather's latency plus the split-K merge (partial 1.0, barrier 1.8, merge 1.8 us at one
 token): a gather that lands in shared memory without passing through registers
@@ -249,7 +250,7 @@ def _merge_phase(
 def _dsa_kernel(
     q_nope_ptr, q_pe_ptr, ckv_ptr, kpe_ptr, idx_ptr, part_out_ptr, part_lse_ptr,
     out_ptr, lse_ptr, sync_ptr,
-    scale_log2, num_tokens, num_heads, topk, page_size, iters_per_split, d_blocks,
+    scale_log2, num_heads, topk, page_size, iters_per_split, d_blocks,
     s_qn_t, s_qn_h, s_qp_t, s_qp_h,
     s_ckv_p, s_ckv_s, s_kpe_p, s_kpe_s, s_idx_t, s_o_t, s_o_h, s_l_t,
     BLOCK_H: tl.constexpr, D_CKV: tl.constexpr, D_KPE: tl.constexpr, BLOCK_K: tl.constexpr,
@@ -257,8 +258,9 @@ def _dsa_kernel(
     FLAT: tl.constexpr, WIDE: tl.constexpr,
 ):
     """Program (token, split). PHASE 0: split, token barrier, merge share (one cooperative
-    launch, the GPU path). PHASE 1 / 2: the split or the merge alone, for Triton's CPU
-    interpreter, which runs programs one after another (a barrier would wait forever)."""
+    launch, the GPU path). PHASE 1 / 2: the split or the merge alone, as two launches: for
+    Triton's CPU interpreter, which runs programs one after another (a barrier would wait
+    forever), and for grids that cannot all be resident at once."""
     tok = tl.program_id(0)
     split = tl.program_id(1)
     num_splits = tl.num_programs(1)
@@ -310,25 +312,30 @@ def plan_splits(num_tokens: int, topk: int, block_k: int, sm_count: int) -> int:
 def resident_programs(sm_count: int, num_warps: int) -> int:
     """Programs a cooperative launch may have: all must be resident at once. Two per SM at 4
     warps (255 registers a thread at most still leave room for two; with ``num_stages=3`` each
-    takes 94 KB of the SM's 228 KB of shared memory on Hopper and Blackwell); one at 8. A
+    takes 94 KB of the SM's 228 KB of shared memory on H100/H200 and B200); one at 8. A
     setting that does not fit is refused by the driver (``run`` then launches twice); it
     cannot hang."""
     return sm_count * (2 if num_warps <= 4 else 1)
 
 
 _SYNC: dict[torch.device, torch.Tensor] = {}
+_RETIRED: list[torch.Tensor] = []  # outgrown barrier words, never freed (see _sync_counter)
 
-# (device, programs, block_k, num_warps, num_stages) whose cooperative launch was refused.
+# Settings whose cooperative launch the driver refused (see run).
 _REFUSED: set[tuple] = set()
 
 
 def _sync_counter(device: torch.device, num_tokens: int) -> torch.Tensor:
     """Each token's barrier words on ``device`` (arrivals, generation): allocated zeroed when
-    a call has more tokens than any before (the calls before it on this stream have ended by
-    the time it runs); every call leaves the arrival counts at zero (see ``_group_barrier``),
-    so no call pays for zeroing them."""
+    a call has more tokens than any before; every call leaves the arrival counts at zero (see
+    ``_group_barrier``), so no call pays for zeroing them. Outgrown words are kept, not freed:
+    a CUDA graph captured earlier still points at them, and freed memory could come back
+    holding other data, on which a barrier would never complete. Calls on two streams at once
+    share the words, so they must not overlap."""
     counter = _SYNC.get(device)
     if counter is None or counter.numel() < 2 * num_tokens:
+        if counter is not None:
+            _RETIRED.append(counter)
         counter = _SYNC[device] = torch.zeros(2 * max(num_tokens, 8), dtype=torch.int32,
                                               device=device)
     return counter
@@ -396,7 +403,7 @@ def run(
         _dsa_kernel[(num_tokens, num_splits)](
             q_nope, q_pe, ckv_cache, kpe_cache, sparse_indices, part_out, part_lse,
             output, lse, _sync_counter(q_nope.device, num_tokens),
-            float(sm_scale) * LOG2E, num_tokens, num_heads, topk, page_size, iters,
+            float(sm_scale) * LOG2E, num_heads, topk, page_size, iters,
             d_ckv // block_d,
             q_nope.stride(0), q_nope.stride(1), q_pe.stride(0), q_pe.stride(1),
             ckv_cache.stride(0), ckv_cache.stride(1), kpe_cache.stride(0), kpe_cache.stride(1),
@@ -408,11 +415,13 @@ def run(
         )
 
     programs = num_tokens * num_splits
-    key = (q_nope.device, programs, block_k, num_warps, num_stages)
+    # What a program's registers and shared memory depend on, and how many programs there are.
+    key = (q_nope.device, programs, block_k, num_warps, num_stages, num_heads, d_ckv, d_kpe,
+           iters == 1, flat, wide)
     if (_INTERPRET or key in _REFUSED
             or programs > resident_programs(_sm_count(q_nope.device), num_warps)):
         # The interpreter runs programs one by one; a larger grid might not be resident at
-        # once. Both take the merge as a second launch.
+        # once, and the driver refused this one before. All take the merge as a second launch.
         launch(1)
         launch(2)
         return
