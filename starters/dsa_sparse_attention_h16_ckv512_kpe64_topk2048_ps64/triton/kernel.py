@@ -32,10 +32,10 @@ so the kernel is bound by memory bandwidth and by how many rows are in flight at
   block's math and Triton's pipelining (``num_stages=3``) issues the next block's gather into
   shared memory ahead of use: more rows in flight per SM.
 
-Measured (H200, ``run_local`` on the embedded dataset, CUPTI, two runs each): 14.5 us mean over
-the 23 contest workloads against 16.1 before the ids prefetch, ``num_stages=3`` and the
-barriers per token (6-8 tokens 15.9-17.1 us against 18.3-19.9; 1 token 9.8 against 10.0, 2
-tokens 11.2 against 11.3); 23/23 passed in persistent and isolated runs (14.5 us). The kit's
+Measured (H200, ``run_local`` on the embedded dataset, CUPTI): 14.4-14.5 us mean over the 23
+contest workloads in three runs against 16.1 before the ids prefetch, ``num_stages=3`` and the
+barriers per token (6-8 tokens 15.8-17.2 us against 18.3-19.9; 1 token 9.7-9.8 against 10.0, 2
+tokens 10.8-11.2 against 11.3); 23/23 passed in persistent and isolated runs. The kit's
 timer on ``benchmarks/bench_dsa.py`` inputs: 10.1 us at 1 token, 11.3 at 2, 16.5 at 6, 17.8
 at 8 (10.3, 11.4, 18.9 and 20.4 before).
 
