@@ -297,6 +297,19 @@ def test_attention_caches_with_gaps_between_pages() -> None:
     _check_attention(inputs, _run_attention(inputs))
 
 
+def test_attention_barrier_words_at_least_double_and_are_kept(monkeypatch) -> None:
+    """Two words a token, allocated zeroed for the largest call yet; a larger call gets at
+    least twice as many, and the outgrown words stay referenced (never freed)."""
+    starter = attention_starter()
+    monkeypatch.setattr(starter, "_SYNC", {})
+    monkeypatch.setattr(starter, "_RETIRED", [])
+    cpu = torch.device("cpu")
+    sizes = [starter._sync_counter(cpu, n).numel() for n in (1, 8, 20, 21, 3, 100)]
+    assert sizes == [16, 16, 40, 80, 80, 200]
+    assert [t.numel() for t in starter._RETIRED] == [16, 40, 80]
+    assert not starter._sync_counter(cpu, 2).any()
+
+
 @pytest.mark.parametrize("sm_count", [132, 148, 78])
 @pytest.mark.parametrize("block_k", [32, 64])
 def test_attention_plan_splits_invariants(sm_count: int, block_k: int) -> None:

@@ -334,10 +334,11 @@ def _sync_counter(device: torch.device, num_tokens: int) -> torch.Tensor:
     share the words, so they must not overlap."""
     counter = _SYNC.get(device)
     if counter is None or counter.numel() < 2 * num_tokens:
-        if counter is not None:
+        words = 2 * max(num_tokens, 8)
+        if counter is not None:  # at least double, so few are ever retired
             _RETIRED.append(counter)
-        counter = _SYNC[device] = torch.zeros(2 * max(num_tokens, 8), dtype=torch.int32,
-                                              device=device)
+            words = max(words, 2 * counter.numel())
+        counter = _SYNC[device] = torch.zeros(words, dtype=torch.int32, device=device)
     return counter
 
 
