@@ -419,21 +419,20 @@ def run(
     # What a program's registers and shared memory depend on, and how many programs there are.
     key = (q_nope.device, programs, block_k, num_warps, num_stages, num_heads, d_ckv, d_kpe,
            iters == 1, flat, wide)
-    if (_INTERPRET or key in _REFUSED
+    # The interpreter runs programs one by one; a larger grid might not be resident at once;
+    # the driver may have refused this one before. Those take the merge as a second launch.
+    if not (_INTERPRET or key in _REFUSED
             or programs > resident_programs(_sm_count(q_nope.device), num_warps)):
-        # The interpreter runs programs one by one; a larger grid might not be resident at
-        # once, and the driver refused this one before. All take the merge as a second launch.
-        launch(1)
-        launch(2)
-        return
-    try:
-        launch(0, launch_cooperative_grid=True)
-    except RuntimeError as err:
-        # The driver refuses a cooperative grid that does not fit (another GPU or Triton
-        # version may need more registers or shared memory than resident_programs assumes)
-        # before anything runs; the context stays usable. Two launches then, from now on.
-        if "cooperative launch" not in str(err):
-            raise
-        _REFUSED.add(key)
-        launch(1)
-        launch(2)
+        try:
+            launch(0, launch_cooperative_grid=True)
+            return
+        except RuntimeError as err:
+            # The driver refuses a cooperative grid that does not fit (another GPU or Triton
+            # version may need more registers or shared memory than resident_programs
+            # assumes) before anything runs; the context stays usable. Two launches then,
+            # from now on.
+            if "cooperative launch" not in str(err):
+                raise
+            _REFUSED.add(key)
+    launch(1)
+    launch(2)
