@@ -247,6 +247,31 @@ def test_moe_reduced_sizes_match_reference(num_tokens, offset, boost, boosted, b
     assert_contest_match(out, ref, f"T={num_tokens}")
 
 
+def test_thin_gemm2_tiles_inside_padded_blocks_match_reference():
+    """GEMM2 in tiles of 16 rows inside 32-row padded blocks (the large-T config's 64 in 128):
+    experts of 20 rows fill one sub-block and part of the next, smaller ones skip the second."""
+    tiles = load_starter("tiles")
+    inputs = make_inputs(20, hidden=256, inter=128, offset=96, local_boost=5.0, boosted=4,
+                         seed=20, device=DEVICE)
+    outs = []
+    for rows2 in (0, 16):
+        cfg = tiles.TileConfig(block_m=32, block_h=64, block_n2=64, fused=False,
+                               gemm2_rows=rows2, gemm2_warps=4, gemm2_per_sm=3)
+        outs.append(run_starter(inputs, cfg))
+    ref = load_reference()(*inputs)
+    assert_contest_match(outs[1], ref, "gemm2_rows=16")
+    torch.testing.assert_close(outs[1], outs[0], rtol=1e-2, atol=1e-2)
+
+
+def test_tile_config_gemm2_rows_and_tma_rules():
+    tiles = load_starter("tiles")
+    with pytest.raises(ValueError, match="gemm2_rows"):
+        tiles.TileConfig(block_m=64, block_h=128, block_n2=128, gemm2_rows=128)
+    with pytest.raises(ValueError, match="fused=False"):
+        tiles.TileConfig(block_m=64, block_h=128, block_n2=128, tma=True)
+    assert not tiles.pick_config(14107).fused and tiles.pick_config(14107).tma
+
+
 def test_tokens_in_blocks_give_the_same_output_as_one_token_steps():
     """Routing and combine several tokens per step (the large-T config) change nothing."""
     tiles, kernel = load_starter("tiles"), load_starter()
@@ -297,6 +322,26 @@ def test_moe_real_workloads_on_gpu(num_tokens, offset):
     assert_contest_match(out, ref, f"T={num_tokens}")
     # The one-launch kernel leaves its persistent counters at zero for the next call.
     kernel = load_starter()
+    for buf in kernel._PERSISTENT.values():
+        assert not buf.any(), "expert counts or barrier counters left non-zero"
+
+
+@pytest.mark.gpu
+def test_moe_gemm2_through_tma_equals_pointer_loads():
+    """The large-T config's GEMM2 reads h and W2 through TMA descriptors; pointer loads of the
+    same tiles give the same output, and both leave the persistent counters at zero."""
+    tiles, kernel = load_starter("tiles"), load_starter()
+    inputs = make_inputs(3000, offset=32, local_boost=2.0, boosted=8, seed=3, device="cuda")
+    cfg = tiles.pick_config(3000)
+    assert cfg.tma and not cfg.fused
+    outs = []
+    for tma in (True, False):
+        out = torch.empty(inputs[2].shape, dtype=torch.bfloat16, device="cuda")
+        kernel.moe_forward(*inputs, out, config=dataclasses.replace(cfg, tma=tma))
+        outs.append(out)
+    torch.cuda.synchronize()
+    assert torch.equal(outs[0], outs[1])
+    assert_contest_match(outs[0], load_reference()(*inputs), "T=3000 TMA")
     for buf in kernel._PERSISTENT.values():
         assert not buf.any(), "expert counts or barrier counters left non-zero"
 

@@ -139,16 +139,22 @@ def reduce1_phase(
 def gemm2_phase(
     pid, num_programs,
     hq_ptr, hs_ptr, w_ptr, ws_ptr, counts_ptr, lists_ptr, weights_ptr, y_ptr, prow_ptr,
+    hq_desc, w_desc,
     num_tokens, rows_total,
     stride_hq, stride_hs,
     stride_we, stride_wn, stride_wk,
     stride_wse, stride_wsn, stride_wsk,
     HIDDEN: tl.constexpr, INTER: tl.constexpr,
     E_LOCAL: tl.constexpr, E_PAD: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    SPLIT: tl.constexpr, NUM_STAGES: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_M2: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    SPLIT: tl.constexpr, NUM_STAGES: tl.constexpr, TMA: tl.constexpr,
 ):
     """GEMM2 tiles: y[split, padded row] = weight * (h @ W2^T over the split's K range).
+
+    Tiles are BLOCK_M2 rows, a divisor of the BLOCK_M blocks the padded rows come in (so a
+    separately launched GEMM2 may take thinner tiles than GEMM1), and only those holding an
+    expert's real rows are computed. With TMA, h and W2 tiles arrive through the tensor
+    descriptors ``hq_desc`` ([rows, I]) and ``w_desc`` (W2 as [E * H, I]) instead of pointers.
 
     Also records each local pair's padded row in prow (by the tiles of N tile 0, split 0), so
     the combine step needs neither the counts nor the lists.
@@ -156,32 +162,40 @@ def gemm2_phase(
     n_tiles = HIDDEN // BLOCK_N
     K_STEPS: tl.constexpr = INTER // BLOCK_K // SPLIT
     experts, counts, blocks, tile_end, block_end = expert_table(
-        counts_ptr, E_LOCAL, E_PAD, BLOCK_M, n_tiles * SPLIT)
+        counts_ptr, E_LOCAL, E_PAD, BLOCK_M2, n_tiles * SPLIT)
+    padded = (counts + BLOCK_M - 1) // BLOCK_M * BLOCK_M  # rows each expert owns in h and y
+    padded_start = tl.cumsum(padded, axis=0) - padded
     total = tl.sum(blocks * n_tiles * SPLIT, axis=0)
     ks = tl.arange(0, BLOCK_K)
     for t in range(pid, total, num_programs):
-        expert, count, first_block, m_block, sub = locate_tile(
+        expert, count, _, m_block, sub = locate_tile(
             t, experts, counts, blocks, tile_end, block_end, n_tiles * SPLIT)
         n_tile = sub // SPLIT
         split = sub % SPLIT
         k0 = split * K_STEPS
+        row0 = tl.sum(tl.where(experts == expert, padded_start, 0), axis=0) + m_block * BLOCK_M2
         expert = expert.to(tl.int64)
-        prow = ((first_block + m_block) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+        prow = (row0 + tl.arange(0, BLOCK_M2)).to(tl.int64)
         cols = n_tile * BLOCK_N + tl.arange(0, BLOCK_N)
 
         a_ptrs = hq_ptr + prow[:, None] * stride_hq + (k0 * BLOCK_K + ks)[None, :]
         b_ptrs = (w_ptr + expert * stride_we + cols[None, :] * stride_wn
                   + (k0 * BLOCK_K + ks)[:, None] * stride_wk)
+        w_row = expert.to(tl.int32) * HIDDEN + n_tile * BLOCK_N  # TMA: W2's row in [E * H, I]
         sa_ptrs = hs_ptr + prow * stride_hs
         sb_ptr = ws_ptr + expert * stride_wse + (n_tile * BLOCK_N // 128) * stride_wsn
 
         # Main loop: K steps of BLOCK_K (the width of h's scale blocks, <= 128, so each step
         # sits inside one 128-wide weight-scale block). h was written by other programs.
-        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        acc = tl.zeros([BLOCK_M2, BLOCK_N], dtype=tl.float32)
         for i in tl.range(0, K_STEPS, num_stages=NUM_STAGES):
             kb = k0 + i
-            a = tl.load(a_ptrs, cache_modifier=".cg")
-            b = tl.load(b_ptrs)
+            if TMA:
+                a = hq_desc.load([row0, kb * BLOCK_K])
+                b = w_desc.load([w_row, kb * BLOCK_K]).T
+            else:
+                a = tl.load(a_ptrs, cache_modifier=".cg")
+                b = tl.load(b_ptrs)
             sa = tl.load(sa_ptrs + kb, cache_modifier=".cg")
             sb = tl.load(sb_ptr + (kb * BLOCK_K // 128) * stride_wsk)
             acc += tl.dot(a, b) * (sa[:, None] * sb)
@@ -189,7 +203,7 @@ def gemm2_phase(
             b_ptrs += BLOCK_K * stride_wk
 
         # Epilogue: routing weight per row, real rows only (y's dtype rounds on store).
-        rows = m_block * BLOCK_M + tl.arange(0, BLOCK_M)
+        rows = m_block * BLOCK_M2 + tl.arange(0, BLOCK_M2)
         valid = rows < count
         pair = tl.load(lists_ptr + expert * num_tokens + rows, mask=valid, other=0,
                        cache_modifier=".cg")

