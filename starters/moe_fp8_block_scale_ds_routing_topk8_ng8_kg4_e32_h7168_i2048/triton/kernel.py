@@ -44,9 +44,11 @@ GEMM1 queued as a launch of its own after the routing left the GPU idle 40-85 us
 hence their shared launch; at T=11948 and 14107 that costs 6-11 us against separate launches.
 
 Where the time goes (H200, embedded routing, each phase launched alone, torch profiler):
-- T=80 (264 programs): route 6, GEMM1 99, GEMM2 53, combine 6 us. The chosen experts'
-  weights stream at about 70% of the HBM bandwidth (run_local's roofline column); faster
-  weight streams (TMA loads in GEMM1 and the small-T GEMM2) are the headroom here.
+- T=80 (264 programs, 13 active experts): route 6, GEMM1 99, GEMM2 53, combine 6 us. GEMM1
+  streams W1 at 3.85 TB/s, GEMM2 W2 at 3.6 TB/s (80% and 74% of the datasheet's 4.8); the
+  whole call is at 69% of the weight-bytes floor. Loading the weight tiles through TMA
+  instead of pointers changed it by under 1% (T=1, 14, 55, 80: 71.2 -> 70.8, 146.7 -> 145.3,
+  184.1 -> 183.1, 174.2 -> 173.1 us), so load instructions are not what holds it back.
 - T=14107 (25,668 local pairs): route 101, GEMM1 1701, GEMM2 838, combine 306 us. GEMM1 runs
   at about 885 TFLOP/s, 65% of cuBLAS's FP8 rate without block scales (1361-1385 TFLOP/s at
   4096 x 4096 x 7168): each 128-wide K step waits for its MMA, then scales and adds it in fp32
