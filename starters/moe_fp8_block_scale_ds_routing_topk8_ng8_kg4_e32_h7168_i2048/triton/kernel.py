@@ -54,7 +54,7 @@ Where the time goes (H200, embedded routing, each phase launched alone, torch pr
   4096 x 4096 x 7168): each 128-wide K step waits for its MMA, then scales and adds it in fp32
   (one FMA per output element, by count about a quarter of the step's MMA time) before the
   next MMA may start. Two warp groups taking turns, as DeepGEMM does, would overlap the two;
-  Triton 3.6's ``tl.range(warp_specialize=True)`` changed nothing on Hopper. Several programs
+  Triton 3.6's ``tl.range(warp_specialize=True)`` did not help on Hopper. Several programs
   per SM overlap them too, which is what GEMM2's 4-warp, 3-per-SM tiles gain from.
 - The routing phase is bound by instructions (ncu: 34 M issued for 14107 tokens, 8 warps per
   SM, 50% SM throughput), the combine phase by latency (8 masked gathers per token block; it
