@@ -247,6 +247,7 @@ def test_moe_reduced_sizes_match_reference(num_tokens, offset, boost, boosted, b
     assert_contest_match(out, ref, f"T={num_tokens}")
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered in exp")
 def test_thin_gemm2_tiles_inside_padded_blocks_match_reference():
     """GEMM2 in tiles of 16 rows inside 32-row padded blocks (the large-T config's 64 in 128):
     experts of 20 rows fill one sub-block and part of the next, smaller ones skip the second."""
@@ -263,12 +264,40 @@ def test_thin_gemm2_tiles_inside_padded_blocks_match_reference():
     torch.testing.assert_close(outs[1], outs[0], rtol=1e-2, atol=1e-2)
 
 
+@pytest.mark.skipif(DEVICE == "cuda", reason="the interpreter's TMA emulation; a GPU runs it for real")
+@pytest.mark.filterwarnings("ignore:overflow encountered in exp")
+def test_gemm2_tma_path_in_the_interpreter_equals_pointer_loads(monkeypatch):
+    """GEMM2's TMA branch (descriptor shapes, W2's row in [E * H, I], the transposed tile) on
+    a CPU: thin tiles in padded blocks, through descriptors and through pointers."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    tiles, kernel = load_starter("tiles"), load_starter()
+    monkeypatch.setattr(kernel, "TMA_IN_INTERPRETER", True)
+    built = []
+    real = TensorDescriptor.from_tensor
+    monkeypatch.setattr(TensorDescriptor, "from_tensor",
+                        staticmethod(lambda t, block: built.append(block) or real(t, block)))
+    inputs = make_inputs(20, hidden=256, inter=128, offset=96, local_boost=5.0, boosted=4,
+                         seed=20, device=DEVICE)
+    outs = []
+    for tma in (True, False):
+        cfg = tiles.TileConfig(block_m=32, block_h=64, block_n2=64, fused=False, gemm2_rows=16,
+                               tma=tma)
+        outs.append(run_starter(inputs, cfg))
+    assert built == [[16, 64], [64, 64]], "the TMA call built no descriptors"
+    assert torch.equal(outs[0], outs[1])
+
+
 def test_tile_config_gemm2_rows_and_tma_rules():
     tiles = load_starter("tiles")
     with pytest.raises(ValueError, match="gemm2_rows"):
         tiles.TileConfig(block_m=64, block_h=128, block_n2=128, gemm2_rows=128)
     with pytest.raises(ValueError, match="fused=False"):
         tiles.TileConfig(block_m=64, block_h=128, block_n2=128, tma=True)
+    with pytest.raises(ValueError, match="gemm2_warps"):
+        tiles.TileConfig(block_m=64, block_h=128, block_n2=128, gemm2_warps=6)
+    with pytest.raises(ValueError, match="gemm2_per_sm"):
+        tiles.TileConfig(block_m=64, block_h=128, block_n2=128, gemm2_per_sm=-1)
     assert not tiles.pick_config(14107).fused and tiles.pick_config(14107).tma
 
 
@@ -330,16 +359,24 @@ def test_moe_real_workloads_on_gpu(num_tokens, offset):
 def test_moe_gemm2_through_tma_equals_pointer_loads():
     """The large-T config's GEMM2 reads h and W2 through TMA descriptors; pointer loads of the
     same tiles give the same output, and both leave the persistent counters at zero."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
     tiles, kernel = load_starter("tiles"), load_starter()
     inputs = make_inputs(3000, offset=32, local_boost=2.0, boosted=8, seed=3, device="cuda")
     cfg = tiles.pick_config(3000)
     assert cfg.tma and not cfg.fused
-    outs = []
-    for tma in (True, False):
-        out = torch.empty(inputs[2].shape, dtype=torch.bfloat16, device="cuda")
-        kernel.moe_forward(*inputs, out, config=dataclasses.replace(cfg, tma=tma))
-        outs.append(out)
+    built = []
+    real = TensorDescriptor.from_tensor
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(TensorDescriptor, "from_tensor",
+                   staticmethod(lambda t, block: built.append(block) or real(t, block)))
+        outs = []
+        for tma in (True, False):
+            out = torch.empty(inputs[2].shape, dtype=torch.bfloat16, device="cuda")
+            kernel.moe_forward(*inputs, out, config=dataclasses.replace(cfg, tma=tma))
+            outs.append(out)
     torch.cuda.synchronize()
+    assert built == [[64, 128], [128, 128]], "the TMA call built no descriptors"
     assert torch.equal(outs[0], outs[1])
     assert_contest_match(outs[0], load_reference()(*inputs), "T=3000 TMA")
     for buf in kernel._PERSISTENT.values():
@@ -347,9 +384,43 @@ def test_moe_gemm2_through_tma_equals_pointer_loads():
 
 
 @pytest.mark.gpu
+def test_moe_failed_later_launch_leaves_the_counts_at_zero(monkeypatch):
+    """A launch after routing that fails on the host (GEMM2's, here planted) must not leave
+    the persistent expert counts filled: the next call's routing would append past its lists."""
+    tiles, kernel = load_starter("tiles"), load_starter()
+    inputs = make_inputs(300, offset=32, seed=300, device="cuda")
+    cfg = tiles.pick_config(300)
+    assert not cfg.fused
+    real = kernel._moe_kernel
+
+    class FailingGemm2:
+        def warmup(self, *args, **kwargs):
+            return real.warmup(*args, **kwargs)
+
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                if kwargs.get("PHASES") == kernel.GEMM2:
+                    raise RuntimeError("planted GEMM2 failure")
+                return real[grid](*args, **kwargs)
+            return launch
+
+    out = torch.empty(inputs[2].shape, dtype=torch.bfloat16, device="cuda")
+    monkeypatch.setattr(kernel, "_moe_kernel", FailingGemm2())
+    with pytest.raises(RuntimeError, match="planted"):
+        kernel.moe_forward(*inputs, out, config=cfg)
+    monkeypatch.undo()
+    torch.cuda.synchronize()
+    for buf in kernel._PERSISTENT.values():
+        assert not buf.any(), "expert counts or barrier counters left non-zero"
+    out = run_starter(inputs)
+    assert_contest_match(out, load_reference()(*inputs), "T=300 after a failed call")
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("num_tokens", [1, 16, 80])
 def test_moe_one_launch_equals_per_phase_launches(num_tokens):
-    """The cooperative launch (grid barriers) and one launch per phase give the same output."""
+    """The all-phase cooperative launch and the split one (routing and GEMM1 together, then
+    GEMM2 and combine apart) give the same output."""
     tiles, kernel = load_starter("tiles"), load_starter()
     inputs = make_inputs(num_tokens, offset=32, seed=num_tokens, device="cuda")
     cfg = tiles.pick_config(num_tokens)

@@ -16,8 +16,8 @@ a Triton launch) while the GPU waits; at a few tokens that was most of the call.
 
 From a few hundred tokens (``TileConfig(fused=False)``, tiles.pick_config), route and GEMM1
 share one cooperative launch and GEMM2 and combine are launches of their own: GEMM1 keeps the
-GPU busy for 300 us or more, long enough for the host to queue the rest, and GEMM2 then gets a
-shape of its own (64-row tiles, 4 warps, three programs per SM, h and W2 tiles through TMA
+GPU busy for longer than the host takes to queue the rest (295 us at T=901), and GEMM2 then
+gets a shape of its own (64-row tiles, 4 warps, three programs per SM, h and W2 tiles through TMA
 descriptors). Triton's CPU interpreter runs programs one after another (a grid barrier would
 wait forever), so there each phase is a launch of its own.
 
@@ -26,7 +26,7 @@ the contest's 19 token counts; benchmarks/bench_moe.py): mean 643 -> 461 us agai
 version; T=1 261 -> 72 us (that version's kernels were busy 68 us of it); T=80 451 -> 304 us;
 T=14107 2282 -> 2120 us. Every output within the contest's tolerance, 2.1-2.3% relative L2.
 
-Measured on one H200 (Triton 3.6), same machine, old tiles against the tiles of tiles.py now
+Measured on one H200 (Triton 3.6), same machine, old tiles against the tiles of that change
 (16 x 128 tiles, two programs per SM up to 256 tokens; 64 x 128 with 8 warps near 1,000):
 - benchmarks/bench_moe.py (kit timer, random routing): mean 408.8 -> 382.7 us; T=14..80
   9-23% faster, T=901 462 -> 423 us, T=1 59 -> 55 us; T=11948 and 14107 2.4% faster with 4
@@ -93,6 +93,9 @@ from .schedule import block_bound, grid_barrier
 from .tiles import SCALE_BLOCK, TileConfig, pick_config
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+# The tests set this to run GEMM2's TMA path in Triton's CPU interpreter, which emulates
+# tensor descriptors (Triton 3.9); calls on a CPU otherwise read h and W2 through pointers.
+TMA_IN_INTERPRETER = False
 
 # Phases, as bits of the kernel's PHASES mask.
 ROUTE, GEMM1, REDUCE1, GEMM2, COMBINE = 1, 2, 4, 8, 16
@@ -232,6 +235,9 @@ def _launch_one(args: tuple, meta: dict, config: TileConfig, dev: torch.device,
                 key: tuple, phases: int = ALL_PHASES) -> None:
     """The ``phases`` in one cooperative launch of as many programs as stay resident.
 
+    The residency is computed per (config, sizes, phases): each set of phases is a kernel of
+    its own.
+
     The first call of a config computes the residency from the compiled kernel; should the
     driver still refuse the grid (a cooperative launch too large is refused before anything
     runs, and leaves the context usable), one program per SM fewer is tried and remembered.
@@ -297,8 +303,9 @@ def moe_forward(
                         persistent=on_gpu and phases == ALL_PHASES)
     if num_tokens == 0:
         return ws
-    tma = (on_gpu and config.tma and gemm2_weights.is_contiguous()
-           and torch.cuda.get_device_capability(dev)[0] >= 9)
+    tma = config.tma and gemm2_weights.is_contiguous() and (
+        (on_gpu and torch.cuda.get_device_capability(dev)[0] >= 9)
+        or (_INTERPRET and TMA_IN_INTERPRETER))
     hq_desc = w2_desc = None
     if tma:  # descriptors of h [rows, I] and of W2 as [E * H, I], one tile each per K step
         from triton.tools.tensor_descriptor import TensorDescriptor
@@ -341,12 +348,19 @@ def moe_forward(
         _launch_one(args, meta, config, dev, key, ROUTE | GEMM1 | REDUCE1)
         todo = [GEMM2, COMBINE]
     # The interpreter and phase subsets launch each phase alone. GEMM2 may have its own width.
-    for bit in todo:
-        per_sm, warps = config.programs_per_sm, config.num_warps
-        if bit == GEMM2:
-            per_sm, warps = config.gemm2_per_sm or per_sm, config.gemm2_warps or warps
-        grid = (4,) if dev.type != "cuda" else (_sm_count(dev) * per_sm,)
-        _moe_kernel[grid](*args, PHASES=bit, BARRIERS=False, **{**meta, "num_warps": warps})
+    try:
+        for bit in todo:
+            per_sm, warps = config.programs_per_sm, config.num_warps
+            if bit == GEMM2:
+                per_sm, warps = config.gemm2_per_sm or per_sm, config.gemm2_warps or warps
+            grid = (4,) if dev.type != "cuda" else (_sm_count(dev) * per_sm,)
+            _moe_kernel[grid](*args, PHASES=bit, BARRIERS=False, **{**meta, "num_warps": warps})
+    except Exception:
+        # A later launch failed on the host (a compile error, say) after routing filled the
+        # persistent counts; only the combine phase zeroes them, and the next call's routing
+        # would append past its lists.
+        ws.counts.zero_()
+        raise
     return ws
 
 

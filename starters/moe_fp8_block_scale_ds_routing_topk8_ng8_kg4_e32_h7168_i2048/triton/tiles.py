@@ -24,25 +24,30 @@ SCALE_BLOCK = 128  # the definition's quantisation block (weights: 128 x 128, to
 class TileConfig:
     """Block sizes, split-K and launch shape of the MoE kernel.
 
-    block_m: token rows per tile (both GEMMs; also the padding of each expert's row range).
+    block_m: token rows per tile (GEMM1, and GEMM2 unless gemm2_rows; also the padding of
+        each expert's row range).
     block_h: intermediate columns per GEMM1 tile. It is also the width of the per-token
         quantisation blocks of the intermediate activation h, hence GEMM2's K step.
     block_n2: hidden columns per GEMM2 tile.
     split1, split2: K-range parts per GEMM1 / GEMM2 tile (1: no split).
-    num_warps: warps per program, every phase (one launch has one width).
+    num_warps: warps per program, every phase but a separately launched GEMM2.
     stages1, stages2: software-pipeline depth of the two K loops.
     programs_per_sm: persistent programs per SM, at most what stays resident at once (the
         launch is cooperative; the launcher lowers it to what fits).
     route_tokens, combine_tokens: tokens per step of the routing and combine phases. Few
         persistent programs covering tens of thousands of tokens need several per step to
         keep the SM busy; at small T one per step keeps the registers low.
-    fused: one cooperative launch with grid barriers between phases (GPU). False runs each
-        phase as its own launch, as Triton's CPU interpreter always does. The launches after
-        the first cost the judge nothing once the GPU is busy for longer than the host takes
-        to queue them (large T), and each phase may then have its own width (below).
-    gemm2_rows, gemm2_warps, gemm2_per_sm: GEMM2's tile rows (a divisor of block_m: the
-        padded rows stay in block_m blocks), warps and programs per SM when it is a launch of
-        its own (fused=False); 0 takes block_m, num_warps, programs_per_sm.
+    fused: one cooperative launch with grid barriers between phases (GPU). False: routing
+        and GEMM1 (and reduce1) share a first cooperative launch, then GEMM2 and combine are
+        launches of their own, which cost the judge nothing once the GPU is busy for longer
+        than the host takes to queue them (large T). Triton's CPU interpreter, and a call of
+        only some phases, launch each phase alone.
+    gemm2_rows: GEMM2's tile rows, a divisor of block_m (the padded rows stay in block_m
+        blocks); 0 takes block_m.
+    gemm2_warps, gemm2_per_sm: GEMM2's warps and programs per SM where it is a launch of its
+        own (fused=False, or a call of only some phases); 0 takes num_warps, programs_per_sm.
+        That launch is not cooperative, so nothing lowers gemm2_per_sm to what fits: the
+        programs beyond it wait for a free SM.
     tma: GEMM2 reads its h and W2 tiles through TMA tensor descriptors (Hopper and later;
         fused=False only, since TMA reads in the launch that wrote h would need a proxy fence).
     """
@@ -82,6 +87,10 @@ class TileConfig:
         if rows2 < 16 or self.block_m % rows2 or rows2 & (rows2 - 1):
             raise ValueError(f"gemm2_rows={self.gemm2_rows}: must be a power of two >= 16 "
                              f"dividing block_m={self.block_m}")
+        if self.gemm2_warps < 0 or self.gemm2_warps & (self.gemm2_warps - 1):
+            raise ValueError(f"gemm2_warps={self.gemm2_warps}: must be 0 or a power of two")
+        if self.gemm2_per_sm < 0:
+            raise ValueError(f"gemm2_per_sm={self.gemm2_per_sm}: must be >= 0")
         if self.tma and self.fused:
             raise ValueError("tma=True needs fused=False (GEMM2 then is a launch of its own)")
 
@@ -112,7 +121,8 @@ def pick_config(num_tokens: int, hidden: int = 7168, inter: int = 2048) -> TileC
     tiles with 8 warps and 4 GEMM1 stages (2.4% faster than 3 at T = 11948 and 14107). From
     a few hundred tokens GEMM2 runs alone in 64 x 128 tiles, 4 warps, three per SM, through
     TMA (run_local, embedded dataset: T=901 562 -> 502 us, T=14107 3277 -> 3070 us; two per
-    SM: GEMM2 975 against 838 us at T=14107).
+    SM: GEMM2 975 against 838 us at T=14107), with 3 load stages so that three programs' 72
+    KB of shared memory fit on an SM.
     """
     if num_tokens <= 8:  # one to a handful of active experts: spread their weights over every SM
         split1, split2 = (8, 4) if num_tokens <= 4 else (2, 2)
