@@ -182,11 +182,20 @@ def sweep(tokens: list[int], reference, deadline: float) -> list[str]:
              TC(16, 64, 64, split1=2, split2=2, programs_per_sm=3),
              TC(16, 64, 64, stages1=3, stages2=3, programs_per_sm=3),
              TC(16, 128, 64, programs_per_sm=2)]
-    mid = [TC(32, 128, 128, stages1=3), TC(32, 128, 128, stages1=3, fused=False),
-           TC(32, 64, 128, stages1=4, programs_per_sm=3), TC(64, 128, 128, stages1=3)]
-    large = [TC(128, 128, 128, num_warps=8, stages1=3, programs_per_sm=1),
-             TC(128, 128, 128, num_warps=8, stages1=3, programs_per_sm=1, fused=False),
-             TC(64, 128, 128, num_warps=8, stages1=4, programs_per_sm=2),
+    # GEMM2 launched apart (fused=False): its own tile rows, warps and programs per SM, with
+    # or without TMA; the one-launch kernel of the earlier defaults for comparison.
+    gemm2 = dict(fused=False, gemm2_warps=4, stages2=3)
+    mid = [TC(64, 128, 128, num_warps=8, stages1=4, stages2=4, programs_per_sm=1),
+           TC(64, 128, 128, num_warps=8, stages1=4, programs_per_sm=1, gemm2_per_sm=2,
+              tma=True, **gemm2),
+           TC(64, 128, 128, num_warps=8, stages1=4, programs_per_sm=1, gemm2_per_sm=2, **gemm2),
+           TC(32, 128, 128, stages1=3), TC(32, 64, 128, stages1=4, programs_per_sm=3)]
+    big = dict(num_warps=8, stages1=4, programs_per_sm=1, route_tokens=16, combine_tokens=8)
+    large = [TC(128, 128, 128, stages2=4, **big),
+             TC(128, 128, 128, gemm2_rows=64, gemm2_per_sm=2, tma=True, **big, **gemm2),
+             TC(128, 128, 128, gemm2_rows=64, gemm2_per_sm=2, **big, **gemm2),
+             TC(128, 128, 128, gemm2_per_sm=1, gemm2_warps=8, tma=True, **big,
+                **{k: v for k, v in gemm2.items() if k != "gemm2_warps"}),
              TC(128, 128, 64, num_warps=8, stages1=3, programs_per_sm=1)]
     offsets = dict(WORKLOADS)
     lines = ["sweep: T config ms matched"]
@@ -194,7 +203,8 @@ def sweep(tokens: list[int], reference, deadline: float) -> list[str]:
         own = tiles.pick_config(t, HIDDEN, INTER)
         alternatives = tiny if t <= 8 else small if t <= 256 else mid if t <= 2048 else large
         unfused = dataclasses.replace(own, fused=False)
-        for cfg in [own, unfused, *(c for c in alternatives if c not in (own, unfused))]:
+        first = [own] if unfused == own else [own, unfused]
+        for cfg in [*first, *(c for c in alternatives if c not in first)]:
             if time.time() > deadline:
                 lines.append("sweep stopped at the deadline")
                 return lines
