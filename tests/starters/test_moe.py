@@ -254,17 +254,15 @@ def test_thin_gemm2_tiles_inside_padded_blocks_match_reference():
     tiles = load_starter("tiles")
     inputs = make_inputs(20, hidden=256, inter=128, offset=96, local_boost=5.0, boosted=4,
                          seed=20, device=DEVICE)
-    outs = []
-    for rows2 in (0, 16):
-        cfg = tiles.TileConfig(block_m=32, block_h=64, block_n2=64, fused=False,
-                               gemm2_rows=rows2, gemm2_warps=4, gemm2_per_sm=3)
-        outs.append(run_starter(inputs, cfg))
+    outs = [run_starter(inputs, tiles.TileConfig(block_m=32, block_h=64, block_n2=64, fused=False,
+                                                  gemm2_rows=rows2, gemm2_warps=4, gemm2_per_sm=3))
+            for rows2 in (0, 16)]
     ref = load_reference()(*inputs)
     assert_contest_match(outs[1], ref, "gemm2_rows=16")
     torch.testing.assert_close(outs[1], outs[0], rtol=1e-2, atol=1e-2)
 
 
-@pytest.mark.skipif(DEVICE == "cuda", reason="the interpreter's TMA emulation; a GPU runs it for real")
+@pytest.mark.skipif(DEVICE == "cuda", reason="the interpreter's TMA emulation; GPUs run TMA")
 @pytest.mark.filterwarnings("ignore:overflow encountered in exp")
 def test_gemm2_tma_path_in_the_interpreter_equals_pointer_loads(monkeypatch):
     """GEMM2's TMA branch (descriptor shapes, W2's row in [E * H, I], the transposed tile) on
@@ -279,11 +277,9 @@ def test_gemm2_tma_path_in_the_interpreter_equals_pointer_loads(monkeypatch):
                         staticmethod(lambda t, block: built.append(block) or real(t, block)))
     inputs = make_inputs(20, hidden=256, inter=128, offset=96, local_boost=5.0, boosted=4,
                          seed=20, device=DEVICE)
-    outs = []
-    for tma in (True, False):
-        cfg = tiles.TileConfig(block_m=32, block_h=64, block_n2=64, fused=False, gemm2_rows=16,
-                               tma=tma)
-        outs.append(run_starter(inputs, cfg))
+    outs = [run_starter(inputs, tiles.TileConfig(block_m=32, block_h=64, block_n2=64, fused=False,
+                                                  gemm2_rows=16, tma=tma))
+            for tma in (True, False)]
     assert built == [[16, 64], [64, 64]], "the TMA call built no descriptors"
     assert torch.equal(outs[0], outs[1])
 
@@ -370,11 +366,7 @@ def test_moe_gemm2_through_tma_equals_pointer_loads():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(TensorDescriptor, "from_tensor",
                    staticmethod(lambda t, block: built.append(block) or real(t, block)))
-        outs = []
-        for tma in (True, False):
-            out = torch.empty(inputs[2].shape, dtype=torch.bfloat16, device="cuda")
-            kernel.moe_forward(*inputs, out, config=dataclasses.replace(cfg, tma=tma))
-            outs.append(out)
+        outs = [run_starter(inputs, dataclasses.replace(cfg, tma=tma)) for tma in (True, False)]
     torch.cuda.synchronize()
     assert built == [[64, 128], [128, 128]], "the TMA call built no descriptors"
     assert torch.equal(outs[0], outs[1])
@@ -421,13 +413,9 @@ def test_moe_failed_later_launch_leaves_the_counts_at_zero(monkeypatch):
 def test_moe_one_launch_equals_per_phase_launches(num_tokens):
     """The all-phase cooperative launch and the split one (routing and GEMM1 together, then
     GEMM2 and combine apart) give the same output."""
-    tiles, kernel = load_starter("tiles"), load_starter()
+    tiles = load_starter("tiles")
     inputs = make_inputs(num_tokens, offset=32, seed=num_tokens, device="cuda")
     cfg = tiles.pick_config(num_tokens)
-    outs = []
-    for fused in (True, False):
-        out = torch.empty(inputs[2].shape, dtype=torch.bfloat16, device="cuda")
-        kernel.moe_forward(*inputs, out, config=dataclasses.replace(cfg, fused=fused))
-        outs.append(out)
+    outs = [run_starter(inputs, dataclasses.replace(cfg, fused=fused)) for fused in (True, False)]
     torch.cuda.synchronize()
     assert torch.equal(outs[0], outs[1])
