@@ -268,6 +268,12 @@ def _sm_count(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
+@functools.lru_cache(maxsize=8)
+def _has_tma(device: torch.device) -> bool:
+    """Whether the GPU has TMA (Hopper and later), queried once per device."""
+    return torch.cuda.get_device_capability(device)[0] >= 9
+
+
 def moe_forward(
     routing_logits: torch.Tensor,
     routing_bias: torch.Tensor,
@@ -304,7 +310,7 @@ def moe_forward(
     if num_tokens == 0:
         return ws
     tma = config.tma and gemm2_weights.is_contiguous() and (
-        (on_gpu and torch.cuda.get_device_capability(dev)[0] >= 9)
+        (on_gpu and _has_tma(dev))
         or (_INTERPRET and TMA_IN_INTERPRETER))
     hq_desc = w2_desc = None
     if tma:  # descriptors of h [rows, I] and of W2 as [E * H, I], one tile each per K step
@@ -340,14 +346,15 @@ def moe_forward(
     if fused:
         _launch_one(args, meta, config, dev, key)
         return ws
-    todo = [bit for bit in (ROUTE, GEMM1, REDUCE1, GEMM2, COMBINE)
-            if phases & bit and (bit != REDUCE1 or config.split1 > 1)]
     if on_gpu and phases == ALL_PHASES:
         # A launch per phase, except that routing and GEMM1 share the first (cooperative)
         # one: routing is short, and the GPU would idle while the host queued GEMM1 after it.
         _launch_one(args, meta, config, dev, key, ROUTE | GEMM1 | REDUCE1)
         todo = [GEMM2, COMBINE]
-    # The interpreter and phase subsets launch each phase alone. GEMM2 may have its own width.
+    else:  # the interpreter and phase subsets launch each phase alone
+        todo = [bit for bit in (ROUTE, GEMM1, REDUCE1, GEMM2, COMBINE)
+                if phases & bit and (bit != REDUCE1 or config.split1 > 1)]
+    # GEMM2 may have a width of its own.
     try:
         for bit in todo:
             per_sm, warps = config.programs_per_sm, config.num_warps
