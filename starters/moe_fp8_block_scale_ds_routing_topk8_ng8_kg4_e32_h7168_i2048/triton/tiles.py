@@ -50,6 +50,10 @@ class TileConfig:
         programs beyond it wait for a free SM.
     tma: GEMM2 reads its h and W2 tiles through TMA tensor descriptors (Hopper and later;
         fused=False only, since TMA reads in the launch that wrote h would need a proxy fence).
+    combine_per_sm: programs per SM of the combine step where it is a launch of its own
+        (fused=False); 0 takes programs_per_sm.
+    route_per_sm: fused=False, split1 = 1 only: the routing is a launch of its own with this
+        many programs per SM, GEMM1 another; 0: routing shares GEMM1's cooperative launch.
     """
 
     block_m: int
@@ -68,6 +72,8 @@ class TileConfig:
     gemm2_warps: int = 0
     gemm2_per_sm: int = 0
     tma: bool = False
+    combine_per_sm: int = 0
+    route_per_sm: int = 0
 
     def __post_init__(self) -> None:
         if self.block_m < 16 or self.block_m & (self.block_m - 1):
@@ -91,6 +97,11 @@ class TileConfig:
             raise ValueError(f"gemm2_warps={self.gemm2_warps}: must be 0 or a power of two")
         if self.gemm2_per_sm < 0:
             raise ValueError(f"gemm2_per_sm={self.gemm2_per_sm}: must be >= 0")
+        if self.combine_per_sm < 0:
+            raise ValueError(f"combine_per_sm={self.combine_per_sm}: must be >= 0")
+        if self.route_per_sm < 0 or (self.route_per_sm and (self.fused or self.split1 > 1)):
+            raise ValueError(f"route_per_sm={self.route_per_sm}: must be >= 0, and > 0 only "
+                             "with fused=False and split1=1")
         if self.tma and self.fused:
             raise ValueError("tma=True needs fused=False (GEMM2 then is a launch of its own)")
 
@@ -122,7 +133,10 @@ def pick_config(num_tokens: int, hidden: int = 7168, inter: int = 2048) -> TileC
     a few hundred tokens GEMM2 runs alone in 64 x 128 tiles, 4 warps, three per SM, through
     TMA (run_local, embedded dataset: T=901 562 -> 502 us, T=14107 3277 -> 3070 us; two per
     SM: GEMM2 975 against 838 us at T=14107), with 3 load stages so that three programs' 72
-    KB of shared memory fit on an SM.
+    KB of shared memory fit on an SM. Launched apart, the combine step runs eight programs per
+    SM, four tokens a step (run_local, T=14107 2962 -> 2836 us with the routing change below,
+    T=901 499 -> 473), and from a few thousand tokens the routing is a launch of its own, eight
+    per SM, eight tokens a step (T=14107, a probe: 2842 -> 2801 us; at T=901 it was slower).
     """
     if num_tokens <= 8:  # one to a handful of active experts: spread their weights over every SM
         split1, split2 = (8, 4) if num_tokens <= 4 else (2, 2)
@@ -134,10 +148,11 @@ def pick_config(num_tokens: int, hidden: int = 7168, inter: int = 2048) -> TileC
         return TileConfig(block_m=16, block_h=128, block_n2=128, stages1=3, stages2=3)
     if num_tokens <= 2048:  # tens of rows per expert: a launch per phase
         return TileConfig(block_m=64, block_h=128, block_n2=128, num_warps=8, stages1=4,
-                          stages2=3, programs_per_sm=1, fused=False, gemm2_warps=4,
-                          gemm2_per_sm=3, tma=True)
+                          stages2=3, programs_per_sm=1, combine_tokens=4, fused=False,
+                          gemm2_warps=4, gemm2_per_sm=3, tma=True, combine_per_sm=8)
     return TileConfig(  # hundreds of rows per expert: matmul-bound, a launch per phase
         block_m=128, block_h=128, block_n2=128, num_warps=8, stages1=4, stages2=3,
-        programs_per_sm=1, route_tokens=16, combine_tokens=8, fused=False,
-        gemm2_rows=64, gemm2_warps=4, gemm2_per_sm=3, tma=True,
+        programs_per_sm=1, route_tokens=8, combine_tokens=4, fused=False,
+        gemm2_rows=64, gemm2_warps=4, gemm2_per_sm=3, tma=True, combine_per_sm=8,
+        route_per_sm=8,
     )
