@@ -85,7 +85,12 @@ together with these tiles at 3.2 ms on one machine that ran everything about 50%
 GEMM1 tiles of 128 h columns computed in two passes of 64 by two 4-warp programs per SM,
 holding the first pass's h in fp32 scratch until the second gave the block's amax (so h keeps
 128-wide scale blocks): ptxas ran out of registers (255, 60-78 spilled), and GEMM1 alone took
-1171-1780 us against 956 (random routing, T=14107).
+1171-1780 us against 956 (random routing, T=14107); plain 64-column tiles in this kernel fared
+no better (1166-1448 us, 4 warps, two or three per SM), unlike the standalone probe above;
+32-row tiles at small T read the weights of experts with 17-25 rows once (T=32 240 -> 228 us,
+T=56 239 -> 220) but cost 15-26 us at T=14, 52, 55, 59 and 80, which the token count alone
+cannot tell apart; a grid barrier spinning on acquire loads, one atomic per program (1.81
+against 2.03 us per barrier at 264 programs, 2.27 against 2.20 at 396).
 
 Sizes (hidden, intermediate, local experts, experts) come from the tensors' shapes, so the
 same code runs on reduced problems; both sizes must be multiples of 128.
