@@ -203,8 +203,8 @@ def sweep(tokens: list[int], reference, deadline: float) -> list[str]:
         own = tiles.pick_config(t, HIDDEN, INTER)
         alternatives = tiny if t <= 8 else small if t <= 256 else mid if t <= 2048 else large
         unfused = dataclasses.replace(own, fused=False)
-        # A config already launched apart is compared with routing and combine at GEMM1's width.
-        narrow = dataclasses.replace(own, route_per_sm=0, combine_per_sm=0)
+        # A config already launched apart is compared with its combine at GEMM1's width.
+        narrow = dataclasses.replace(own, combine_per_sm=0)
         first = [own, narrow] if unfused == own else [own, unfused]
         first = list(dict.fromkeys(first))
         for cfg in [*first, *(c for c in alternatives if c not in first)]:

@@ -294,11 +294,6 @@ def test_tile_config_gemm2_rows_and_tma_rules():
         tiles.TileConfig(block_m=64, block_h=128, block_n2=128, gemm2_warps=6)
     with pytest.raises(ValueError, match="gemm2_per_sm"):
         tiles.TileConfig(block_m=64, block_h=128, block_n2=128, gemm2_per_sm=-1)
-    with pytest.raises(ValueError, match="route_per_sm"):
-        tiles.TileConfig(block_m=64, block_h=128, block_n2=128, route_per_sm=4)  # fused
-    with pytest.raises(ValueError, match="route_per_sm"):
-        tiles.TileConfig(block_m=64, block_h=128, block_n2=128, fused=False, split1=2,
-                         route_per_sm=4)
     with pytest.raises(ValueError, match="combine_per_sm"):
         tiles.TileConfig(block_m=64, block_h=128, block_n2=128, combine_per_sm=-1)
     assert not tiles.pick_config(14107).fused and tiles.pick_config(14107).tma
@@ -383,19 +378,18 @@ def test_moe_gemm2_through_tma_equals_pointer_loads():
 
 
 @pytest.mark.gpu
-def test_moe_routing_and_combine_widths_do_not_change_the_output():
-    """The large-T config launches the routing alone, eight programs per SM, and the combine
-    step eight per SM; routing inside GEMM1's cooperative launch and the combine at GEMM1's
-    width give the same output."""
+def test_moe_combine_width_does_not_change_the_output():
+    """The large-T config launches the combine step eight programs per SM, four tokens a
+    step; at GEMM1's width, a token a step, it gives the same output."""
     tiles = load_starter("tiles")
     inputs = make_inputs(3000, offset=32, local_boost=2.0, boosted=8, seed=5, device="cuda")
     cfg = tiles.pick_config(3000)
-    assert cfg.route_per_sm and cfg.combine_per_sm
-    plain = dataclasses.replace(cfg, route_per_sm=0, combine_per_sm=0)
+    assert cfg.combine_per_sm
+    plain = dataclasses.replace(cfg, combine_per_sm=0, combine_tokens=1)
     outs = [run_starter(inputs, c) for c in (cfg, plain)]
     torch.cuda.synchronize()
     assert torch.equal(outs[0], outs[1])
-    assert_contest_match(outs[0], load_reference()(*inputs), "T=3000 routing launched alone")
+    assert_contest_match(outs[0], load_reference()(*inputs), "T=3000 wide combine")
 
 
 @pytest.mark.gpu

@@ -1,4 +1,4 @@
-"""Entry point: FP8 block-scale MoE with DeepSeek-V3 routing, no host sync, one to four launches.
+"""Entry point: FP8 block-scale MoE with DeepSeek-V3 routing, no host sync, one to three launches.
 
 Up to a few hundred tokens, one persistent, cooperative launch runs the phases below, with a
 grid barrier between each two. The judge's timer counts a call from its first kernel's start to
@@ -18,10 +18,9 @@ From a few hundred tokens (``TileConfig(fused=False)``, tiles.pick_config), rout
 share one cooperative launch and GEMM2 and combine are launches of their own: GEMM1 keeps the
 GPU busy for longer than the host takes to queue the rest (295 us at T=901), and GEMM2 then
 gets a shape of its own (64-row tiles, 4 warps, three programs per SM, h and W2 tiles through TMA
-descriptors); the combine step runs eight programs per SM. From a few thousand tokens the
-routing is a launch of its own too, eight programs per SM (``route_per_sm``): it then lasts
-long enough for the host to queue GEMM1 behind it. Triton's CPU interpreter runs programs one
-after another (a grid barrier would wait forever), so there each phase is a launch of its own.
+descriptors); the combine step runs eight programs per SM. Triton's CPU interpreter runs
+programs one after another (a grid barrier would wait forever), so there each phase is a
+launch of its own.
 
 Measured earlier on one H100 under the judge's timer (the kit's CUPTI span; random routing,
 the contest's 19 token counts; benchmarks/bench_moe.py): mean 643 -> 461 us against the five-launch
@@ -45,13 +44,10 @@ profiler, the same routing): T=14107 1130 -> 838 us, T=11948 485 -> 343, T=901 1
 GEMM1 queued as a launch of its own after the routing left the GPU idle 40-85 us at T=901,
 hence their shared launch; at T=11948 and 14107 that costs 6-11 us against separate launches.
 
-Measured on one H200 (Triton 3.6), wider routing and combine launches (run_local on the
-embedded dataset, old and new on one machine, 19/19 passed): mean 385.1 -> 375.5 us (isolated
-371.6); T=14107 2962 -> 2836, T=11948 1412 -> 1377 (1312 isolated), T=901 499 -> 473. In a probe
-(random activations, embedded routing) the combine step at eight programs per SM, four tokens
-a step, took T=14107 from 3014 to 2854 us against one program per SM, and the routing launched
-alone at eight per SM from 2842 to 2801 us (busy 2761: the GPU waits about 40 us for the host
-to queue GEMM1); at T=901 the routing launched alone left gaps that cost 5-43 us.
+Measured on one H200 (Triton 3.6), the combine launch at eight programs per SM, four tokens a
+step (run_local on the embedded dataset, old and new on one machine, 19/19 passed): mean 386.3
+-> 372.3 us (isolated 372.4); T=14107 2978 -> 2839, T=11948 1417 -> 1326, T=901 500 -> 472; the
+other 16 workloads (one launch) unchanged.
 
 Where the time goes (H200, embedded routing, each phase launched alone, torch profiler):
 - T=80 (264 programs, 13 active experts): route 6, GEMM1 99, GEMM2 53, combine 6 us. GEMM1
@@ -59,8 +55,8 @@ Where the time goes (H200, embedded routing, each phase launched alone, torch pr
   whole call is at 69% of the weight-bytes floor. Loading the weight tiles through TMA
   instead of pointers changed it by under 1% (T=1, 14, 55, 80: 71.2 -> 70.8, 146.7 -> 145.3,
   184.1 -> 183.1, 174.2 -> 173.1 us), so load instructions are not what holds it back.
-- T=14107 (25,668 local pairs): route 73, GEMM1 1683, GEMM2 857, combine 167 us (before the
-  wider routing and combine launches: 101 and 306). GEMM1 runs
+- T=14107 (25,668 local pairs): route 101, GEMM1 1701, GEMM2 838, combine 306 us (167 at
+  eight programs per SM, four tokens a step, as now launched). GEMM1 runs
   at about 885 TFLOP/s, 65% of cuBLAS's FP8 rate without block scales (1361-1385 TFLOP/s at
   4096 x 4096 x 7168): each 128-wide K step waits for its MMA, then scales and adds it in fp32
   (one FMA per output element, by count about a quarter of the step's MMA time) before the
@@ -90,7 +86,10 @@ no better (1166-1448 us, 4 warps, two or three per SM), unlike the standalone pr
 32-row tiles at small T read the weights of experts with 17-25 rows once (T=32 240 -> 228 us,
 T=56 239 -> 220) but cost 15-26 us at T=14, 52, 55, 59 and 80, which the token count alone
 cannot tell apart; a grid barrier spinning on acquire loads, one atomic per program (1.81
-against 2.03 us per barrier at 264 programs, 2.27 against 2.20 at 396).
+against 2.03 us per barrier at 264 programs, 2.27 against 2.20 at 396); the routing as a
+launch of its own, eight programs per SM, at T=11948 and 14107: its kernels were busy 20-80 us
+less, but the GPU then waited for the host to queue GEMM1 (T=11948, four alternating rounds:
+1345-1399 against 1322-1323 us; T=14107 a wash, 2839-2898 against 2833-2910).
 
 Sizes (hidden, intermediate, local experts, experts) come from the tensors' shapes, so the
 same code runs on reduced problems; both sizes must be multiples of 128.
@@ -371,9 +370,7 @@ def moe_forward(
     if fused:
         _launch_one(args, meta, config, dev, key)
         return ws
-    if on_gpu and phases == ALL_PHASES and config.route_per_sm:
-        todo = [ROUTE, GEMM1, GEMM2, COMBINE]  # split1 == 1: no reduce1
-    elif on_gpu and phases == ALL_PHASES:
+    if on_gpu and phases == ALL_PHASES:
         # A launch per phase, except that routing and GEMM1 share the first (cooperative)
         # one: routing is short, and the GPU would idle while the host queued GEMM1 after it.
         _launch_one(args, meta, config, dev, key, ROUTE | GEMM1 | REDUCE1)
@@ -381,7 +378,7 @@ def moe_forward(
     else:  # the interpreter and phase subsets launch each phase alone
         todo = [bit for bit in (ROUTE, GEMM1, REDUCE1, GEMM2, COMBINE)
                 if phases & bit and (bit != REDUCE1 or config.split1 > 1)]
-    # GEMM2, combine and a separate routing launch may have widths of their own.
+    # GEMM2 and combine may have widths of their own.
     try:
         for bit in todo:
             per_sm, warps = config.programs_per_sm, config.num_warps
@@ -389,8 +386,6 @@ def moe_forward(
                 per_sm, warps = config.gemm2_per_sm or per_sm, config.gemm2_warps or warps
             elif bit == COMBINE:
                 per_sm = config.combine_per_sm or per_sm
-            elif bit == ROUTE:
-                per_sm = config.route_per_sm or per_sm
             _moe_kernel[(_programs(dev, per_sm),)](*args, PHASES=bit, BARRIERS=False,
                                                    **{**meta, "num_warps": warps})
     except Exception:

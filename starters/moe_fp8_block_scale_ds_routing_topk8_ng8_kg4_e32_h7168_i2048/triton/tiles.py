@@ -52,8 +52,6 @@ class TileConfig:
         fused=False only, since TMA reads in the launch that wrote h would need a proxy fence).
     combine_per_sm: programs per SM of the combine step where it is a launch of its own
         (fused=False); 0 takes programs_per_sm.
-    route_per_sm: fused=False, split1 = 1 only: the routing is a launch of its own with this
-        many programs per SM, GEMM1 another; 0: routing shares GEMM1's cooperative launch.
     """
 
     block_m: int
@@ -73,7 +71,6 @@ class TileConfig:
     gemm2_per_sm: int = 0
     tma: bool = False
     combine_per_sm: int = 0
-    route_per_sm: int = 0
 
     def __post_init__(self) -> None:
         if self.block_m < 16 or self.block_m & (self.block_m - 1):
@@ -99,9 +96,6 @@ class TileConfig:
             raise ValueError(f"gemm2_per_sm={self.gemm2_per_sm}: must be >= 0")
         if self.combine_per_sm < 0:
             raise ValueError(f"combine_per_sm={self.combine_per_sm}: must be >= 0")
-        if self.route_per_sm < 0 or (self.route_per_sm and (self.fused or self.split1 > 1)):
-            raise ValueError(f"route_per_sm={self.route_per_sm}: must be >= 0, and > 0 only "
-                             "with fused=False and split1=1")
         if self.tma and self.fused:
             raise ValueError("tma=True needs fused=False (GEMM2 then is a launch of its own)")
 
@@ -134,9 +128,8 @@ def pick_config(num_tokens: int, hidden: int = 7168, inter: int = 2048) -> TileC
     TMA (run_local, embedded dataset: T=901 562 -> 502 us, T=14107 3277 -> 3070 us; two per
     SM: GEMM2 975 against 838 us at T=14107), with 3 load stages so that three programs' 72
     KB of shared memory fit on an SM. Launched apart, the combine step runs eight programs per
-    SM, four tokens a step (run_local, T=14107 2962 -> 2836 us with the routing change below,
-    T=901 499 -> 473), and from a few thousand tokens the routing is a launch of its own, eight
-    per SM, eight tokens a step (T=14107, a probe: 2842 -> 2801 us; at T=901 it was slower).
+    SM, four tokens a step (a probe on the embedded routing: T=14107 3014 -> 2854 us, T=11948
+    1411 -> 1328, T=901 500 -> 475, against one per SM and eight or one tokens a step).
     """
     if num_tokens <= 8:  # one to a handful of active experts: spread their weights over every SM
         split1, split2 = (8, 4) if num_tokens <= 4 else (2, 2)
@@ -152,7 +145,6 @@ def pick_config(num_tokens: int, hidden: int = 7168, inter: int = 2048) -> TileC
                           gemm2_warps=4, gemm2_per_sm=3, tma=True, combine_per_sm=8)
     return TileConfig(  # hundreds of rows per expert: matmul-bound, a launch per phase
         block_m=128, block_h=128, block_n2=128, num_warps=8, stages1=4, stages2=3,
-        programs_per_sm=1, route_tokens=8, combine_tokens=4, fused=False,
+        programs_per_sm=1, route_tokens=16, combine_tokens=4, fused=False,
         gemm2_rows=64, gemm2_warps=4, gemm2_per_sm=3, tma=True, combine_per_sm=8,
-        route_per_sm=8,
     )
