@@ -80,14 +80,15 @@ or 8 warps and 128 x 64 tiles at T=14107 in the one-launch kernel (3.6-8.5 ms, m
 together with these tiles at 3.2 ms on one machine that ran everything about 50% slower);
 GEMM1 tiles of 128 h columns computed in two passes of 64 by two 4-warp programs per SM,
 holding the first pass's h in fp32 scratch until the second gave the block's amax (so h keeps
-128-wide scale blocks): ptxas ran out of registers (255, 60-78 spilled), and GEMM1 alone took
-1171-1780 us against 956 (random routing, T=14107); plain 64-column tiles in this kernel fared
-no better (1166-1448 us, 4 warps, two or three per SM), unlike the standalone probe above;
+128-wide scale blocks): with 128-row tiles ptxas spilled 60-78 registers at its 255, and the
+versions that did not spill (32-column passes, 64-row tiles, 8 warps) were no faster; GEMM1
+alone took 1172-1781 us against 956 (random routing, T=14107); plain 64-column tiles fared
+no better (1166-1448 us, 4 or 8 warps, one to three per SM), unlike the standalone probe above;
 32-row tiles at small T read the weights of experts with 17-25 rows once (T=32 240 -> 228 us,
 T=56 239 -> 220) but cost 15-26 us at T=14, 52, 55, 59 and 80, which the token count alone
 cannot tell apart; a grid barrier spinning on acquire loads, one atomic per program (1.81
 against 2.03 us per barrier at 264 programs, 2.27 against 2.20 at 396); the routing as a
-launch of its own, eight programs per SM, at T=11948 and 14107: its kernels were busy 20-80 us
+launch of its own, eight programs per SM, at T=11948 and 14107: its kernels were busy 10-105 us
 less, but the GPU then waited for the host to queue GEMM1 (T=11948, four alternating rounds:
 1345-1399 against 1322-1323 us; T=14107 a wash, 2839-2898 against 2833-2910).
 
