@@ -202,11 +202,10 @@ def sweep(tokens: list[int], reference, deadline: float) -> list[str]:
     for t in tokens:
         own = tiles.pick_config(t, HIDDEN, INTER)
         alternatives = tiny if t <= 8 else small if t <= 256 else mid if t <= 2048 else large
-        unfused = dataclasses.replace(own, fused=False)
-        # A config already launched apart is compared with its combine at GEMM1's width.
-        narrow = dataclasses.replace(own, combine_per_sm=0)
-        first = [own, narrow] if unfused == own else [own, unfused]
-        first = list(dict.fromkeys(first))
+        # The own config, then it launched apart and with its combine at GEMM1's width (each
+        # once: a config already launched apart equals the first, a fused one the last).
+        first = list(dict.fromkeys([own, dataclasses.replace(own, fused=False),
+                                    dataclasses.replace(own, combine_per_sm=0)]))
         for cfg in [*first, *(c for c in alternatives if c not in first)]:
             if time.time() > deadline:
                 lines.append("sweep stopped at the deadline")

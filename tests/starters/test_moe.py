@@ -338,6 +338,13 @@ def test_moe_real_sizes_one_token():
 # ---------------------------------------------------------------- GPU
 
 
+def assert_persistent_counters_zero() -> None:
+    """Every GPU call leaves the persistent expert counts and barrier counters at zero, so the
+    next call needs no zero-fill kernel before its first launch."""
+    for buf in load_starter()._PERSISTENT.values():
+        assert not buf.any(), "expert counts or barrier counters left non-zero"
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize(("num_tokens", "offset"), REAL_WORKLOADS)
 def test_moe_real_workloads_on_gpu(num_tokens, offset):
@@ -347,10 +354,7 @@ def test_moe_real_workloads_on_gpu(num_tokens, offset):
     torch.cuda.synchronize()
     assert not out.isnan().any()
     assert_contest_match(out, ref, f"T={num_tokens}")
-    # The one-launch kernel leaves its persistent counters at zero for the next call.
-    kernel = load_starter()
-    for buf in kernel._PERSISTENT.values():
-        assert not buf.any(), "expert counts or barrier counters left non-zero"
+    assert_persistent_counters_zero()
 
 
 @pytest.mark.gpu
@@ -359,7 +363,7 @@ def test_moe_gemm2_through_tma_equals_pointer_loads():
     same tiles give the same output, and both leave the persistent counters at zero."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    tiles, kernel = load_starter("tiles"), load_starter()
+    tiles = load_starter("tiles")
     inputs = make_inputs(3000, offset=32, local_boost=2.0, boosted=8, seed=3, device="cuda")
     cfg = tiles.pick_config(3000)
     assert cfg.tma and not cfg.fused
@@ -373,8 +377,7 @@ def test_moe_gemm2_through_tma_equals_pointer_loads():
     assert built == [[64, 128], [128, 128]], "the TMA call built no descriptors"
     assert torch.equal(outs[0], outs[1])
     assert_contest_match(outs[0], load_reference()(*inputs), "T=3000 TMA")
-    for buf in kernel._PERSISTENT.values():
-        assert not buf.any(), "expert counts or barrier counters left non-zero"
+    assert_persistent_counters_zero()
 
 
 @pytest.mark.gpu
@@ -419,8 +422,7 @@ def test_moe_failed_later_launch_leaves_the_counts_at_zero(monkeypatch):
         kernel.moe_forward(*inputs, out, config=cfg)
     monkeypatch.undo()
     torch.cuda.synchronize()
-    for buf in kernel._PERSISTENT.values():
-        assert not buf.any(), "expert counts or barrier counters left non-zero"
+    assert_persistent_counters_zero()
     out = run_starter(inputs)
     assert_contest_match(out, load_reference()(*inputs), "T=300 after a failed call")
 
