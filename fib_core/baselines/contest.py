@@ -129,9 +129,11 @@ def print_contest_score(score: ContestScore, shards: Iterable[Any], console: Any
     ``pip install -e ".[baseline]"``, whose brackets rich would read as a style tag and drop."""
     parts = [s.baseline for s in shards if s.baseline]
     measured = sum(int(p.get("measured") or 0) for p in parts)
+    kept = sum(int(p.get("kept") or 0) for p in parts)
     if measured:
-        console.print(f"FlashInfer baseline timed on {measured} workload(s) now; kept for the "
-                      "next runs on this GPU", highlight=False)
+        where = "; kept for the next runs on this GPU" if kept else ""
+        console.print(f"FlashInfer baseline timed on {measured} workload(s) now{where}",
+                      highlight=False)
     for note in dict.fromkeys(n for p in parts for n in p.get("notes") or []):
         console.print(f"note: {note}", highlight=False, markup=False)
     console.print(score.line(), highlight=False, soft_wrap=True, markup=False)

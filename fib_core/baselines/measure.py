@@ -38,7 +38,10 @@ class BaselineTimes:
 
     ``latencies``: uuid -> the baseline's latency (ms) where it passed; ``failed``: uuid ->
     "STATUS: reason" where it did not; ``reason``: why nothing was measured (None if it ran);
-    ``measured``: how many workloads were timed now rather than read from the cache.
+    ``measured``: how many workloads were timed now rather than read from the cache (a
+    workload whose baseline failed was not timed); ``kept``: how many of this run's results
+    went into the cache (latencies and the failures that would recur; a build error or a
+    timeout is tried again next run).
     """
 
     definition: str
@@ -49,6 +52,7 @@ class BaselineTimes:
     gpu: str | None = None
     versions: dict[str, str] = field(default_factory=dict)
     measured: int = 0
+    kept: int = 0
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -99,7 +103,7 @@ def baseline_times(
     missing = [w for w in workloads if w.workload.uuid not in known]
     if missing:
         fresh = _measure(trace_set, solution, missing, config, baseline.mutates_inputs, on_event)
-        times.measured = len(fresh)
+        times.measured = sum("latency_ms" in entry for entry in fresh.values())
         lasting = {u: e for u, e in fresh.items()
                    if "latency_ms" in e or e.get("status") in LASTING_FAILURES}
         try:
@@ -111,6 +115,7 @@ def baseline_times(
         if kept is None and not times.notes:
             times.notes.append("no cache key here: the baseline latencies are measured again "
                                "next run")
+        times.kept = len(lasting) if kept is not None else 0
         known = {**known, **fresh}
     for w in workloads:
         entry = known.get(w.workload.uuid)

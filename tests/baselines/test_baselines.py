@@ -232,6 +232,67 @@ def test_baseline_times_refuses_before_running_where_the_baseline_cannot_run(tmp
     assert cpu.reason == "the FlashInfer baselines need a CUDA GPU; this run has none"
 
 
+def test_a_baseline_that_failed_to_build_is_not_called_timed_or_kept(tmp_path, monkeypatch):
+    """A build error is environment trouble, tried again next run: it is neither counted as
+    timed nor kept, while the workload the baseline passed is both (a run once printed "timed
+    on 3 workload(s) now; kept for the next runs" after three import errors)."""
+    from types import SimpleNamespace
+
+    from fib_core.baselines import measure
+    from fib_core.bench import BenchmarkConfig
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(Baseline, "unavailable_reason", lambda self, capability, gpu: None)
+    monkeypatch.setattr(Baseline, "versions", lambda self: {"flashinfer": "0.0.test"})
+    outcome = {"w1": {"status": "COMPILE_ERROR", "reason": "No module named 'flashinfer.gemm'"},
+               "w2": {"latency_ms": 0.5}}
+    asked: list[list[str]] = []
+
+    def fake_measure(trace_set, solution, workloads, *rest):
+        asked.append([w.workload.uuid for w in workloads])
+        return {w.workload.uuid: outcome[w.workload.uuid] for w in workloads}
+
+    monkeypatch.setattr(measure, "_measure", fake_measure)
+    records = [SimpleNamespace(workload=SimpleNamespace(uuid=u)) for u in outcome]
+    traces = [_trace(u, 1.0) for u in outcome]
+    config = BenchmarkConfig(device="cuda")
+    first = baseline_times(None, DECODE, records, traces, config)
+    assert (first.measured, first.kept) == (1, 1)
+    assert first.failed == {"w1": "COMPILE_ERROR: No module named 'flashinfer.gemm'"}
+    assert first.latencies == {"w2": 0.5}
+    again = baseline_times(None, DECODE, records, traces, config)
+    assert asked == [["w1", "w2"], ["w1"]]  # the kept latency is read, the build tried again
+    assert (again.measured, again.kept, again.latencies) == (0, 0, {"w2": 0.5})
+
+
+def test_the_timed_line_says_kept_only_when_something_was_kept():
+    import io
+
+    from rich.console import Console
+
+    from fib_core.baselines.contest import ContestScore, print_contest_score
+
+    def printed(shard: dict) -> str:
+        out = io.StringIO()
+        score = ContestScore(definition=DECODE, baseline="flashinfer_wrapper_9b7f1e",
+                             reason="the baseline passed none of this run's workloads")
+        print_contest_score(score, [SimpleShard(shard)], Console(file=out, width=300))
+        return out.getvalue()
+
+    assert "timed on 2 workload(s) now; kept for the next runs" in printed(
+        {"measured": 2, "kept": 2})
+    alone = printed({"measured": 2, "kept": 0})
+    assert "timed on 2 workload(s) now\n" in alone and "kept" not in alone
+    assert "timed on" not in printed({"measured": 0, "kept": 0})
+
+
+class SimpleShard:
+    """A shard as print_contest_score reads it: only its baseline figures."""
+
+    def __init__(self, baseline: dict) -> None:
+        self.baseline = baseline
+
+
 # --- the track ---------------------------------------------------------------------------------
 
 
