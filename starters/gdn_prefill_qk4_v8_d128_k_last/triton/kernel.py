@@ -117,6 +117,15 @@ span depends on the host's speed and load. Where a launch is shorter than the ke
 it there is no gap to save. The one launch still wins below the cut-over on that
 host (T = 1377: 72 against 156 us; T = 2284: 103 against 130).
 
+Against the contest's baseline (FlashInfer 0.7.4's ``chunk_gated_delta_rule``, whose SM90
+path is CuTe DSL kernels), one H200, the kit's timer, four embedded workloads: contest score
+51.6 (T=6: 4.8 against 872 us; T=79: 38.5 against 555; T=973 in 3 sequences: 71.7 against
+617; T=8192 in 57 sequences: 234 against 438). That baseline is host-bound on this machine:
+a call took 630-790 us of wall time, with a cudaDeviceSynchronize inside it, while its kernels
+were busy 39 us at T=13 and 130 us at T=8192 (torch profiler). On a B200 it runs other kernels
+(its SM100 path), so this score does not predict the leaderboard's; ``modal run
+scripts/run_modal.py`` measures it there.
+
 Tried and dropped:
 
 - Stage 2 computing the outputs itself (no stage 3): 3-5% faster on evenly split sequences,

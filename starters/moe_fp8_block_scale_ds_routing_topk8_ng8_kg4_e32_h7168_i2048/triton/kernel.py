@@ -90,7 +90,13 @@ cannot tell apart; a grid barrier spinning on acquire loads, one atomic per prog
 against 2.03 us per barrier at 264 programs, 2.27 against 2.20 at 396); the routing as a
 launch of its own, eight programs per SM, at T=11948 and 14107: its kernels were busy 10-105 us
 less, but the GPU then waited for the host to queue GEMM1 (T=11948, four alternating rounds:
-1345-1399 against 1322-1323 us; T=14107 a wash, 2839-2898 against 2833-2910).
+1345-1399 against 1322-1323 us; T=14107 a wash, 2839-2898 against 2833-2910); the GEMMs'
+tile loops flattened into their K loops (``tl.range(flatten=True)``, so loads run ahead across
+tiles): no better alone (T=16 125 against 106 us, T=901 477-514 against 471, T=14107
+3183-3710 against 2816), and with other K splits mixed (T=1 split 4/2 66 against 72 us, T=15
+split 2/2 91 against 103, but T=14 163 against 143); GEMM1 in 64 x 256 tiles of 4 warps, two
+per SM, to overlap one program's scaling with the other's MMAs: 255 registers and 6-8 spilled,
+T=14107 3236 against 2820 us, T=11948 1525 against 1310, T=901 525 against 471.
 
 Sizes (hidden, intermediate, local experts, experts) come from the tensors' shapes, so the
 same code runs on reduced problems; both sizes must be multiples of 128.
