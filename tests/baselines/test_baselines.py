@@ -265,34 +265,6 @@ def test_a_baseline_that_failed_to_build_is_not_called_timed_or_kept(tmp_path, m
     assert (again.measured, again.kept, again.latencies) == (0, 0, {"w2": 0.5})
 
 
-def test_the_timed_line_says_kept_only_when_something_was_kept():
-    import io
-
-    from rich.console import Console
-
-    from fib_core.baselines.contest import ContestScore, print_contest_score
-
-    def printed(shard: dict) -> str:
-        out = io.StringIO()
-        score = ContestScore(definition=DECODE, baseline="flashinfer_wrapper_9b7f1e",
-                             reason="the baseline passed none of this run's workloads")
-        print_contest_score(score, [SimpleShard(shard)], Console(file=out, width=300))
-        return out.getvalue()
-
-    assert "timed on 2 workload(s) now; kept for the next runs" in printed(
-        {"measured": 2, "kept": 2})
-    alone = printed({"measured": 2, "kept": 0})
-    assert "timed on 2 workload(s) now\n" in alone and "kept" not in alone
-    assert "timed on" not in printed({"measured": 0, "kept": 0})
-
-
-class SimpleShard:
-    """A shard as print_contest_score reads it: only its baseline figures."""
-
-    def __init__(self, baseline: dict) -> None:
-        self.baseline = baseline
-
-
 # --- the track ---------------------------------------------------------------------------------
 
 

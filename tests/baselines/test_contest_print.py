@@ -1,4 +1,5 @@
-"""The contest score's terminal line keeps every character of its reason."""
+"""The contest score's terminal lines: every character of the reason, and what the baseline's
+measurement says it did."""
 
 from __future__ import annotations
 
@@ -22,3 +23,21 @@ def test_an_install_hint_in_brackets_survives_the_terminal():
     printed = out.getvalue()
     assert '.[baseline]"' in printed
     assert "note: kept in [cache]" in printed
+
+
+def _printed(shard: dict) -> str:
+    score = ContestScore(definition="gdn_decode_qk4_v8_d128_k_last",
+                         baseline="flashinfer_wrapper_9b7f1e",
+                         reason="the baseline passed none of this run's workloads")
+    out = io.StringIO()
+    print_contest_score(score, [type("Shard", (), {"baseline": shard})()],
+                        Console(file=out, width=300, color_system=None))
+    return out.getvalue()
+
+
+def test_the_timed_line_says_kept_only_when_the_cache_took_something():
+    assert "timed on 2 workload(s) now; kept for the next runs" in _printed(
+        {"measured": 2, "kept": 2})
+    alone = _printed({"measured": 2, "kept": 0})
+    assert "timed on 2 workload(s) now\n" in alone and "kept" not in alone
+    assert "timed on" not in _printed({"measured": 0, "kept": 0})
