@@ -11,28 +11,22 @@ from fib_core.baselines.catalog import INSTALL_HINT
 from fib_core.baselines.contest import ContestScore, print_contest_score
 
 
-def test_an_install_hint_in_brackets_survives_the_terminal():
-    """rich reads "[baseline]" as a style tag; the printed line must still show it."""
-    reason = f"flashinfer is not installed: {INSTALL_HINT}"
+def _printed(shard: dict, reason: str = "the baseline passed none of this run's workloads") -> str:
+    """What a run prints for a score with ``reason`` and one shard's baseline figures."""
     score = ContestScore(definition="gdn_prefill_qk4_v8_d128_k_last",
                          baseline="flashinfer_wrapper_123ca6", reason=reason)
-    out = io.StringIO()
-    shard = {"notes": ["kept in [cache]"], "measured": 0}
-    print_contest_score(score, [type("Shard", (), {"baseline": shard})()],
-                        Console(file=out, width=300, color_system=None))
-    printed = out.getvalue()
-    assert '.[baseline]"' in printed
-    assert "note: kept in [cache]" in printed
-
-
-def _printed(shard: dict) -> str:
-    score = ContestScore(definition="gdn_decode_qk4_v8_d128_k_last",
-                         baseline="flashinfer_wrapper_9b7f1e",
-                         reason="the baseline passed none of this run's workloads")
     out = io.StringIO()
     print_contest_score(score, [type("Shard", (), {"baseline": shard})()],
                         Console(file=out, width=300, color_system=None))
     return out.getvalue()
+
+
+def test_an_install_hint_in_brackets_survives_the_terminal():
+    """rich reads "[baseline]" as a style tag; the printed line must still show it."""
+    printed = _printed({"notes": ["kept in [cache]"], "measured": 0},
+                       reason=f"flashinfer is not installed: {INSTALL_HINT}")
+    assert '.[baseline]"' in printed
+    assert "note: kept in [cache]" in printed
 
 
 def test_the_timed_line_says_kept_only_when_the_cache_took_something():
