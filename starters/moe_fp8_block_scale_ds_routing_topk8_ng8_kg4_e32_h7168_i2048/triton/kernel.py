@@ -64,8 +64,9 @@ Where the time goes (H200, embedded routing, each phase launched alone, torch pr
   Triton 3.6's ``tl.range(warp_specialize=True)`` did not help on Hopper. Several programs
   per SM overlap them too, which is what GEMM2's 4-warp, 3-per-SM tiles gain from.
 - The routing phase is bound by instructions (ncu: 34 M issued for 14107 tokens, 8 warps per
-  SM, 50% SM throughput), the combine phase by latency (8 masked gathers per token block; it
-  moves about 570 MB at T=14107, 120 us at the HBM's bandwidth, so it is at 72% of it).
+  SM, 50% SM throughput). The combine phase was bound by latency at one program per SM (8
+  masked gathers per token block, 306 us at T=14107); at eight per SM it moves its ~570 MB at
+  72% of the HBM's bandwidth (167 us against 120).
 A standalone probe of the GEMM shapes (block scales, H200): GEMM2's 4096 x 7168 x 2048 ran at
 750 TFLOP/s in 128 x 128 tiles with 8 warps and pointer loads, 977 in 64 x 128 tiles with 4
 warps, three per SM, through TMA, and 657 in the latter with pointer loads. GEMM1 in 128 x 64
