@@ -1,13 +1,16 @@
-"""The kit's reference latency timed two ways: with the solution's device-side span and with events.
+"""The kit's reference latency timed several ways: device-side spans against CUDA events.
 
 The evaluator times a definition's reference with the solution's method (the organizers time
-both sides with one CUPTI span). Under a profiler the reference's many small launches slow
-down, so its span may read higher than CUDA events around the call. This prints, per workload,
-the reference latency as the evaluator measures it (same warm-up, iteration count and L2 flush)
-with ``events``, ``profiler`` and, when ``cupti-python`` is installed, ``cupti``, and the ratio
-of each to events: the speedup the kit reports moves by that ratio.
+both sides with one CUPTI span), except that the judge's CUPTI timer becomes the profiler
+outside ``--contest``. Under a tracer the reference's many small launches slow down, so its
+span may read higher than CUDA events around the call. This prints, per workload, the
+reference latency as the evaluator measures it (same warm-up, iteration count and L2 flush)
+with ``events``, ``profiler`` (a plain run's) and, when ``cupti-python`` is installed,
+``cupti`` (the judge's, as ``--contest`` times it), and the ratio of each to events: the
+speedup the kit reports moves by that ratio.
 
     python benchmarks/bench_reference_timing.py [--definitions NAME ...] [--per-def 2]
+    python benchmarks/bench_reference_timing.py --methods events profiler  # skip the slow one
     python benchmarks/bench_reference_timing.py --quick   # one small workload; on a CPU: inputs
                                                           # only, then exit 3 (needs a GPU)
 """
@@ -55,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=100.0, help="stop timing after this")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     parser.add_argument("--quick", action="store_true", help="one small workload of one definition")
+    parser.add_argument("--methods", nargs="*", default=None,
+                        help="only these (default: every method usable here)")
     args = parser.parse_args(argv)
 
     gpu = torch.cuda.is_available()
@@ -72,6 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         names, args.per_def = [QUICK_DEFINITION], 1
     methods = ["events"] + [m for m in available_methods("cuda") if m != "events"]
+    if args.methods:
+        unusable = [m for m in args.methods if m not in methods]
+        if unusable:
+            print(f"error: --methods {unusable[0]!r} is not usable here; usable: "
+                  f"{', '.join(methods)}", file=sys.stderr)
+            return 2
+        methods = ["events"] + [m for m in args.methods if m != "events"]
     print(
         f"device: {torch.cuda.get_device_name() if gpu else 'cpu'}; methods: {', '.join(methods)}"
         "; the evaluator's counts: one warm-up call, then each definition's timed_calls"

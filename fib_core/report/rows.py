@@ -89,7 +89,7 @@ def row_from_trace(trace: Any, roofline: RooflineView | None = None) -> Workload
         log_tail=[] if status == EvaluationStatus.PASSED else log_tail(log),
         spread=_spread(perf_extra),
         timing_method=_str(perf_extra.get("timing_method") or ev_extra.get("timing_method")),
-        warnings=_warnings(ev_extra, perf_extra),
+        warnings=_warnings(ev_extra, perf_extra, _reference_note(ref_timing)),
         decided_by=decided_by(corr, status),
         samples=_samples(perf_extra),
         clocks=clocks_text(ev_extra.get("clocks")),
@@ -237,6 +237,13 @@ def _warnings(*extras: dict[str, Any]) -> list[str]:
                 if line and line not in out:
                     out.append(line)
     return out
+
+
+def _reference_note(ref_timing: Any) -> dict[str, Any]:
+    """The reference timing's own note (how its method differs from the judge's), in the
+    shape :func:`_warnings` reads."""
+    note = ref_timing.get("method_note") if isinstance(ref_timing, dict) else None
+    return {"warnings": [note]} if note else {}
 
 
 def _extra(obj: Any) -> dict[str, Any]:

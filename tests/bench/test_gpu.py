@@ -1,11 +1,13 @@
 """On a GPU: a kernel that corrupts its CUDA context and one that never ends are contained, and
-the next workload in the same run passes; the timing methods agree on a real kernel."""
+the next workload in the same run passes; the timing methods agree on a real kernel, and CUPTI
+still starts after the profiler timed a reference in the same process."""
 
 from __future__ import annotations
 
 import pytest
 
 from fib_core.bench import Benchmark, BenchmarkConfig
+from fib_core.bench.evaluation import timers
 from fib_core.data.traceset import TraceSet
 
 pytestmark = pytest.mark.gpu
@@ -52,3 +54,32 @@ def test_timing_methods_agree_on_a_kernel(make_dataset):
     # Events include launch overhead, so they can only read higher (within noise).
     assert latencies["profiler"] <= latencies["events"] * 1.2
     assert latencies["profiler"] > 0
+
+
+
+def test_cupti_still_starts_after_the_profiler_timed_a_reference():
+    """The reference is timed with the profiler and the solution with CUPTI, in one judge or
+    worker process: neither may leave CUPTI taken (a solution would fall back to the
+    profiler). A reference-like call of 300 launches, then a one-kernel call, each way."""
+    import torch
+
+    why = timers.cupti_unavailable_reason()
+    if why:
+        pytest.skip(why)
+    x = torch.ones(1 << 16, device="cuda")
+
+    def many(i: int) -> None:
+        y = x
+        for _ in range(300):
+            y = y * 1.0001
+
+    def one(i: int) -> None:
+        x.mul_(1.0)
+
+    for first, then in (("profiler", "cupti"), ("cupti", "profiler"), ("profiler", "cupti")):
+        a = timers.measure(many, lambda i: None, device="cuda", method=first, warmup=1,
+                           iterations=3, trials=1)
+        b = timers.measure(one, lambda i: None, device="cuda", method=then, warmup=1,
+                           iterations=5, trials=2)
+        assert (a.method, b.method) == (first, then), a.warnings + b.warnings
+        assert a.kernels_per_call == 300 and b.kernels_per_call == 1

@@ -2,8 +2,9 @@
 
 A speedup is reference latency / solution latency; it compares like with like only if both are
 the same quantity. The judge times both with one helper (CUPTI span, runtime and driver tracing
-on, which slows a Python loop's many launches), so the kit times the reference with the
-solution's method; ``--contest`` also uses the judge's counts (one input set per trial).
+on, which stalls a Python loop's many launches for seconds), so the kit times the reference with
+the solution's method, the profiler's span for the judge's CUPTI timer (saying so in the
+trace); ``--contest`` uses the judge's own tracing and counts (one input set per trial).
 """
 
 from __future__ import annotations
@@ -60,27 +61,33 @@ def _reference_method(toy_definition, toy_workloads, requested: str) -> tuple[st
 def test_reference_is_timed_with_the_solutions_method(
     monkeypatch, timed_methods, toy_definition, toy_workloads, requested, cupti_installed,
 ):
-    """The judge's helper times both sides, so the reference gets the solution's method; a
-    method that is not the judge's says why in the reference's trace too."""
+    """The judge's helper times both sides, so the reference gets the solution's method (the
+    profiler's span for the judge's CUPTI timer); a method that is not the judge's says why in
+    the reference's trace too."""
     reason = None if cupti_installed else "cupti-python is not installed"
     monkeypatch.setattr(timing, "cupti_unavailable_reason", lambda: reason)
     solution, notes = choose_method(requested, "cuda")  # what _time_solution uses
     method, extra = _reference_method(toy_definition, toy_workloads, requested)
-    assert timed_methods == [solution] and method == solution
-    assert extra.get("method_note") == (notes[0] if notes else None)
+    if solution == "cupti":
+        assert timed_methods == ["profiler"] and method == "profiler"
+        assert extra["method_note"] == timing.REFERENCE_PROFILER_NOTE
+    else:
+        assert timed_methods == [solution] and method == solution
+        assert extra.get("method_note") == (notes[0] if notes else None)
     assert extra["protocol"] == "one call per set"
 
 
 def test_contest_times_the_reference_with_the_judges_counts(
     monkeypatch, tmp_path, toy_definition, toy_workloads
 ):
-    """--contest: per trial one input set, the judge's warm-up and iterations; every set the
-    run needs still gets its outputs."""
+    """--contest: the judge's CUPTI tracing, per trial one input set, the judge's warm-up and
+    iterations; every set the run needs still gets its outputs."""
     seen: list[tuple] = []
+    monkeypatch.setattr(timing, "cupti_unavailable_reason", lambda: None)
 
     def fake_measure(call, prepare, *, device, method, warmup, iterations, trials, flusher,
                      estimate=True):
-        seen.append((warmup, iterations, trials, estimate))
+        seen.append((method, warmup, iterations, trials, estimate))
         for t in range(trials):
             for i in [warmup + t * iterations] * (warmup + 6) + list(
                 range(warmup + t * iterations, warmup + (t + 1) * iterations)
@@ -106,7 +113,8 @@ def test_contest_times_the_reference_with_the_judges_counts(
     cfg = BenchmarkConfig(num_input_sets=1, num_trials=2, warmup_runs=3, iterations=4,
                           extra={"reference_protocol": "judge"})
     refs, (latency, extra) = ev._references(toy_definition, toy_workloads[0], sets, cfg)
-    assert seen == [(3, 4, 2, True)] and latency == 2.0 and extra["protocol"] == "judge"
+    assert seen == [("cupti", 3, 4, 2, True)] and latency == 2.0  # the judge's own tracing
+    assert extra["protocol"] == "judge"
     assert alphas[:13] == [1.0] * 13 and alphas[13:26] == [2.0] * 13  # one set per trial
     assert sorted(refs) == [0, 1, 2, 3, 4]
     for k, out in refs.items():

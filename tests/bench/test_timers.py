@@ -389,6 +389,18 @@ def test_auto_takes_cupti_where_it_loads_and_says_why_not_elsewhere(monkeypatch)
     assert timers.reference_method("auto", "cpu") == ("wall-clock", None)
 
 
+def test_the_reference_leaves_cupti_for_the_profiler_except_under_the_judges_protocol(
+    monkeypatch,
+):
+    monkeypatch.setattr(timers, "cupti_unavailable_reason", lambda: None)
+    note = timers.REFERENCE_PROFILER_NOTE
+    assert timers.reference_method("auto", "cuda") == ("profiler", note)
+    assert timers.reference_method("cupti", "cuda") == ("profiler", note)
+    assert timers.reference_method("auto", "cuda", judge=True) == ("cupti", None)
+    assert timers.reference_method("events", "cuda") == ("events", None)
+    assert "--contest" in note
+
+
 def test_cupti_reason_here_matches_what_imports():
     try:
         from cupti import cupti  # noqa: F401

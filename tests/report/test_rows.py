@@ -188,6 +188,18 @@ def test_engine_warnings_are_collected_once():
     assert row.warnings == ["input 'x' was modified in place", "CUDA events include launch overhead"]
 
 
+def test_the_references_timing_note_joins_the_rows_warnings_once():
+    """How the reference's latency was timed, where that differs from the judge (the
+    profiler's span instead of CUPTI's), reaches the table's notes, not only the trace."""
+    note = "the reference was timed with torch's profiler (same span): ..."
+    ref = {"timing_method": "profiler", "method_note": note}
+    alone = trace("u1", perf_extra={"reference_timing": ref})
+    twice = trace("u2", perf_extra={"timing_warnings": [note], "reference_timing": ref})
+    plain = trace("u3", perf_extra={"reference_timing": {"timing_method": "cupti"}})
+    rows = RunResults.from_traces([alone, twice, plain], DEF).rows
+    assert [r.warnings for r in rows] == [[note], [note], []]
+
+
 def test_the_conditions_of_a_measurement_are_read_from_the_trace():
     """Clocks, the L2's treatment, samples and the roofline's assumed peak: a latency is only
     valid under them, so the report shows them per workload."""

@@ -2,9 +2,9 @@
 the reference's latency from the very calls that computed them.
 
 Every set a run may check (the checked sets and the re-check pool) goes through the disk
-cache; the reference's latency is timed as the solution's quantity
-(:func:`fib_core.bench.evaluation.timers.reference_method`) and cached per GPU and method. In a
-sandboxed run the judge process does this instead (:mod:`.judge`); the order of loads, calls
+cache; the reference's latency is timed as the solution's quantity (with torch's profiler
+where that is CUPTI, outside ``--contest``: :func:`fib_core.bench.evaluation.timers.reference_method`)
+and cached per GPU and method. In a sandboxed run the judge process does this instead (:mod:`.judge`); the order of loads, calls
 and stores is :func:`.reference_sets.run_references`'s.
 """
 
@@ -38,9 +38,10 @@ class ReferencePass:
         self.ev, self.definition, self.workload, self.sets, self.cfg = (
             ev, definition, workload, sets, cfg)
         self.timed_calls = grading.eval_settings(definition.name).reference_timed_calls
-        self.method, self.method_note = reference_method(cfg.timing_method, ev.kind)
-        # With the judge's protocol (--contest) each trial times one set many times.
+        # With the judge's protocol (--contest) each trial times one set many times, and
+        # with the judge's own CUPTI tracing.
         self.judge = cfg.extra.get("reference_protocol") == "judge"
+        self.method, self.method_note = reference_method(cfg.timing_method, ev.kind, self.judge)
         self.exact_fn = reference_run(definition)
         self.fast_fn = fast_reference_for(definition.name)
 

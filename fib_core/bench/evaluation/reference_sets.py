@@ -9,7 +9,8 @@ reference.
 
 The reference's latency comes from the same calls that produce those outputs: the first
 ``timed_calls`` sets are computed by the definition's own reference, timed with the solution's
-method and the judge's per-call protocol (:func:`fib_core.bench.evaluation.timers.reference_method`;
+method (torch's profiler for the judge's CUPTI timer, except under ``--contest``) and the
+judge's per-call protocol (:func:`fib_core.bench.evaluation.timers.reference_method`;
 under ``--contest`` with the judge's counts, one set per trial); the latency is their median
 (the mean of the trial medians). The first call of each
 definition's reference in a process is made once more beforehand, untimed, so one-off costs
