@@ -56,7 +56,6 @@ def test_timing_methods_agree_on_a_kernel(make_dataset):
     assert latencies["profiler"] > 0
 
 
-
 def test_cupti_still_starts_after_the_profiler_timed_a_reference():
     """The reference is timed with the profiler and the solution with CUPTI, in one judge or
     worker process: neither may leave CUPTI taken (a solution would fall back to the

@@ -3,8 +3,9 @@ the reference's latency from the very calls that computed them.
 
 Every set a run may check (the checked sets and the re-check pool) goes through the disk
 cache; the reference's latency is timed as the solution's quantity (with torch's profiler
-where that is CUPTI, outside ``--contest``: :func:`fib_core.bench.evaluation.timers.reference_method`)
-and cached per GPU and method. In a sandboxed run the judge process does this instead (:mod:`.judge`); the order of loads, calls
+where that is CUPTI, outside ``--contest``:
+:func:`fib_core.bench.evaluation.timers.reference_method`) and cached per GPU and method. In a
+sandboxed run the judge process does this instead (:mod:`.judge`); the order of loads, calls
 and stores is :func:`.reference_sets.run_references`'s.
 """
 
